@@ -1,0 +1,5 @@
+import sys
+
+from avo.cli import main
+
+sys.exit(main())

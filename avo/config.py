@@ -1,0 +1,117 @@
+"""Run configuration: one pydantic model per component, nested in RunConfig, loadable from YAML.
+
+CLI flags override a YAML file only when the flag was given (see `RunConfig.load`). `extra="forbid"` everywhere, so a
+typo in a YAML file is an error rather than a silently ignored key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from avo.errors import UserError
+
+Device = Literal["cuda", "interpret"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvalConfig(_Strict):
+    """How candidates are checked and timed."""
+
+    import_timeout_s: float = 180.0
+    """Limit for importing the candidate and compiling its first launch."""
+    check_timeout_s: float = 300.0
+    """Limit for the correctness stage (the `check` suite)."""
+    bench_timeout_s: float = 900.0
+    """Limit for the timing stage (the `bench` suite, library timed alongside)."""
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    input_sets: int = 3
+    """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
+    seed: int | None = None
+    """Seed for the check inputs; None draws a fresh one for every evaluation (and records it)."""
+    bench_suite: str = "bench"
+    check_suite: str = "check"
+
+
+class AgentConfig(_Strict):
+    """Which model drives the loop and how."""
+
+    kind: Literal["auto", "anthropic", "openai", "heuristic", "replay"] = "auto"
+    model: str | None = None
+    base_url: str | None = None
+    replay_from: str | None = None
+    """Transcript (or run directory) whose model turns the replay backend re-issues."""
+    max_tokens: int = 8192
+    context_limit_tokens: int = 150_000
+    """Past this many tokens of conversation, the loop restarts it from a summary."""
+    supervisor_after: int = 8
+    """Evaluations without improvement after which a supervisor turn reviews the trajectory."""
+    allow_shell: bool = False
+    prices_usd_per_mtok: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: {
+            "claude-opus": (15.0, 75.0),
+            "claude-sonnet": (3.0, 15.0),
+            "claude-haiku": (1.0, 5.0),
+        }
+    )
+    """(input, output) USD per million tokens, matched by model-name prefix; unknown models cost 0 and say so."""
+
+
+class BudgetConfig(_Strict):
+    """When a run stops. Checked in one place, the loop's budget check."""
+
+    hours: float = 1.0
+    max_candidates: int | None = None
+    max_cost: float | None = None
+
+
+class RunConfig(_Strict):
+    """Everything that defines a run; stored in the run's run.json."""
+
+    kernel: str = "gemm"
+    """Task: attention, gemm, or a path to a KernelBench-format file."""
+    gpu: str = "auto"
+    device: Device = "cuda"
+    seed_kernel: str | None = None
+    """Folder of the starting candidate; default: the task's shipped seed."""
+    seed: int = 0
+    """Seed of the agent's own choices (the heuristic agent is deterministic given it)."""
+    runs_dir: str = "runs"
+    evaluation: EvalConfig = Field(default_factory=EvalConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+        """YAML file (if any), then the overrides whose value is not None. Overrides use dotted keys: `budget.hours`."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                data = yaml.safe_load(Path(path).read_text()) or {}
+            except FileNotFoundError:
+                raise UserError(f"config file not found: {path}") from None
+            except yaml.YAMLError as exc:
+                raise UserError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+            if not isinstance(data, dict):
+                raise UserError(f"config file {path} must hold a mapping at the top level")
+        for dotted, value in (overrides or {}).items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = dotted.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = value
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UserError(f"bad configuration at '{where}': {first['msg']}") from None

@@ -1,0 +1,76 @@
+"""EvalResult: what one evaluation of one candidate found. Stored as `evals/<cid>.json` in a run."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["correct", "incorrect", "compile_error", "timeout", "crash", "rejected"]
+TimingSource = Literal["gpu", "interpreter", "none"]
+
+
+class CaseResult(BaseModel):
+    """One case of one suite. Times are medians over repetitions; `spread` is their coefficient of variation."""
+
+    case: str
+    suite: str
+    dtype: str = "bfloat16"
+    correct: bool | None = None
+    rel_err: float | None = None
+    tolerance: float | None = None
+    ms: float | None = None
+    library_ms: float | None = None
+    tflops: float | None = None
+    library_tflops: float | None = None
+    speedup: float | None = None
+    """Library time / candidate time (> 1 means faster than the library)."""
+    spread: float | None = None
+    library_spread: float | None = None
+    message: str = ""
+
+
+class EvalResult(BaseModel):
+    status: Status
+    message: str = ""
+    """The error text the agent needs (compiler error, failing case and its relative error, guard rule and line)."""
+    rule: str | None = None
+    """The guard that rejected the candidate, or the check that failed, as a short id (e.g. 'static.library_call')."""
+    cases: list[CaseResult] = Field(default_factory=list)
+    fitness: float = 0.0
+    """Geometric-mean speedup over the bench cases; 0 unless every check case passed."""
+    suspicious: bool = False
+    suspicious_reason: str = ""
+    timing_source: TimingSource = "none"
+    """Where the times come from: 'gpu' (CUDA events) or 'interpreter' (wall clock, not GPU performance)."""
+    device: str = ""
+    gpu: str = ""
+    library: str = ""
+    versions: dict[str, str] = Field(default_factory=dict)
+    seed: int | None = None
+    wall_s: float = 0.0
+    stage_s: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "correct"
+
+    def bench_cases(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.speedup is not None]
+
+    def summary(self) -> str:
+        """One line for logs, lineage commit messages and the agent."""
+        if self.status != "correct":
+            first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+            return f"{self.status}: {first[:160]}"
+        src = "" if self.timing_source == "gpu" else f" [{self.timing_source}]"
+        flag = " SUSPICIOUS" if self.suspicious else ""
+        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{flag}"
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not values:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))

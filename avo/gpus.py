@@ -1,0 +1,101 @@
+"""GPU profiles (datasheet figures, used for roofline and plausibility checks) and detection through NVML."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from avo.errors import UserError
+
+
+class GpuProfile(BaseModel):
+    """What a kernel engineer needs to know about one GPU. Figures are dense (non-sparse) datasheet peaks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    arch: str
+    """Compile target with architecture-specific features: sm_90a (wgmma, TMA) or sm_100a (tcgen05)."""
+    compute_capability: tuple[int, int]
+    sms: int
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    hbm_gbps: float
+    smem_per_sm_kb: int
+    smem_per_block_kb: int
+    l2_mb: int
+    regs_per_sm: int = 65536
+    nvml_names: tuple[str, ...] = ()
+    """Substrings of the NVML device name that identify this GPU."""
+
+
+PROFILES: dict[str, GpuProfile] = {
+    # NVIDIA H100 Tensor Core GPU datasheet (SXM5); Hopper tuning guide for shared memory.
+    "h100": GpuProfile(
+        name="h100", arch="sm_90a", compute_capability=(9, 0), sms=132, peak_bf16_tflops=989.0,
+        peak_fp8_tflops=1979.0, hbm_gbps=3350.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=50,
+        nvml_names=("H100",),
+    ),
+    # NVIDIA H200 datasheet (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
+    "h200": GpuProfile(
+        name="h200", arch="sm_90a", compute_capability=(9, 0), sms=132, peak_bf16_tflops=989.0,
+        peak_fp8_tflops=1979.0, hbm_gbps=4800.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=50,
+        nvml_names=("H200",),
+    ),
+    # NVIDIA Blackwell (HGX B200) datasheet, per GPU, dense.
+    "b200": GpuProfile(
+        name="b200", arch="sm_100a", compute_capability=(10, 0), sms=148, peak_bf16_tflops=2250.0,
+        peak_fp8_tflops=4500.0, hbm_gbps=8000.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=126,
+        nvml_names=("B200",),
+    ),
+}
+
+
+def detect() -> GpuProfile | None:
+    """The profile of GPU 0 as NVML names it, or None when there is no NVIDIA GPU or it is not a known one."""
+    name = nvml_device_name()
+    if name is None:
+        return None
+    for profile in PROFILES.values():
+        if any(key in name for key in profile.nvml_names):
+            return profile
+    return None
+
+
+def nvml_device_name(index: int = 0) -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def resolve(gpu: str, device: str) -> GpuProfile:
+    """The profile to use for `--gpu GPU --device DEVICE`.
+
+    On a real GPU (`device == "cuda"`) the named profile must be the GPU that is present; under the interpreter any
+    profile may be named (it only labels the run and sets the compile target), and `auto` means h200.
+    """
+    gpu = gpu.lower()
+    if gpu != "auto" and gpu not in PROFILES:
+        raise UserError(f"unknown GPU '{gpu}': choose one of auto, {', '.join(PROFILES)}")
+    if device == "interpret":
+        return PROFILES["h200" if gpu == "auto" else gpu]
+    present = nvml_device_name()
+    if present is None:
+        raise UserError("no NVIDIA GPU found: run on a GPU machine, or add --device interpret to run on the CPU")
+    found = detect()
+    if gpu == "auto":
+        if found is None:
+            raise UserError(f"GPU '{present}' has no avo profile (known: {', '.join(PROFILES)}); name the closest with --gpu")
+        return found
+    if found is not None and found.name != gpu:
+        raise UserError(f"--gpu {gpu} was asked for but this machine has '{present}': use --gpu auto or --gpu {found.name}")
+    if found is None:
+        raise UserError(f"--gpu {gpu} was asked for but this machine has '{present}': use --gpu auto")
+    return found

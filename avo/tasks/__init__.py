@@ -1,0 +1,34 @@
+"""Task registry: `load("attention")`, `load("gemm")`, or `load("path/to/problem.py")` for a KernelBench file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from avo.errors import UserError
+from avo.tasks.base import SUITES, Case, Task, relative_error
+
+BUILTIN = ("attention", "gemm")
+
+__all__ = ["BUILTIN", "SUITES", "Case", "Task", "load", "relative_error"]
+
+
+def load(spec: str) -> Task:
+    """The task named by `--kernel`: a built-in name or a path to a KernelBench-format .py file."""
+    if spec == "attention":
+        from avo.tasks.attention import AttentionTask
+
+        return AttentionTask()
+    if spec == "gemm":
+        from avo.tasks.gemm import GemmTask
+
+        return GemmTask()
+    path = Path(spec)
+    if spec.endswith(".py"):
+        if not path.is_file():
+            raise UserError(f"task file not found: {spec}")
+        try:
+            from avo.tasks.kernelbench import KernelBenchTask
+        except ImportError:
+            raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
+        return KernelBenchTask(path)
+    raise UserError(f"unknown kernel '{spec}': use attention, gemm, or a path to a KernelBench-format .py file")
