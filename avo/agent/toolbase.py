@@ -1,0 +1,79 @@
+"""What a tool is, and the registry that collects them from the modules that define them.
+
+A tool is a pydantic argument model (its JSON schema is the tool's input schema), a function whose docstring is the
+tool's description, and a name. Modules listed in TOOL_MODULES expose `tools() -> list[Tool]`; a module that is not
+installed simply contributes nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from avo.agent.models.base import ToolSpec
+
+TOOL_MODULES = ("avo.agent.tools", "avo.profile.tools", "avo.docs")
+
+
+class ToolError(Exception):
+    """A failure the model should read and recover from (bad path, unknown candidate); never ends the run."""
+
+
+@dataclass
+class ToolContext:
+    """What tools may touch. File tools must stay inside `workspace`."""
+
+    workspace: Path
+    task_spec: str
+    device: str
+    gpu: Any
+    """avo.gpus.GpuProfile"""
+    run: Any = None
+    """avo.run.Run, when tools run inside a run."""
+    lineage: Any = None
+    evaluator: Any = None
+    config: Any = None
+    """avo.config.RunConfig"""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Loop state tools may read or update (best cid, evaluations since last improvement, ...)."""
+
+
+ToolFn = Callable[[ToolContext, Any], Any]
+"""Returns a str, or (str, data dict), or raises ToolError."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    args: type[BaseModel]
+    fn: ToolFn
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.fn.__doc__ or self.name)
+
+    def spec(self) -> ToolSpec:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+
+def collect(enabled: Callable[[Tool], bool] | None = None) -> dict[str, Tool]:
+    """All tools from TOOL_MODULES, by name."""
+    found: dict[str, Tool] = {}
+    for module_name in TOOL_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        for tool in getattr(module, "tools", lambda: [])():
+            if enabled is None or enabled(tool):
+                found[tool.name] = tool
+    return found
