@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        app(args=argv, prog_name="avo", standalone_mode=False)
+        exit_code = app(args=argv, prog_name="avo", standalone_mode=False)  # click returns typer.Exit's code
     except UserError as exc:
         if debug:
             raise
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"avo: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 1
-    return 0
+    return exit_code if isinstance(exit_code, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""The evaluate tool's work: score the workspace, commit it, and decide, noise-aware, whether it becomes the best.
+
+A candidate replaces the best only if it is correct and faster by more than the measured noise, and an interleaved
+re-run of both (`Evaluator.confirm`) agrees. A suspicious score (above the GPU's peak, far above the library) is
+never accepted on its own: only a clean re-run can make it the best.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from avo.agent.toolbase import ToolContext
+
+MIN_NOISE = 0.01
+"""Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""
+MAX_MESSAGE_CHARS = 2_000
+
+
+def noise(*results) -> float:
+    """Relative noise of a comparison: the largest timing spread (CV) of any bench case of either side."""
+    spreads = [c.spread for r in results for c in r.bench_cases() if c.spread is not None]
+    return max([MIN_NOISE, *spreads])
+
+
+def evaluate_workspace(ctx: ToolContext, rationale: str):
+    run, lineage = ctx.run, ctx.lineage
+    duplicate = lineage.find_duplicate(ctx.workspace)
+    if duplicate is not None:
+        ctx.state["parent"] = duplicate
+        result = run.load_eval(duplicate)
+        text = f"not re-evaluated: the workspace is byte-identical to {duplicate}"
+        if result is not None:
+            text += f" ({result.summary()})"
+        return text, report(ctx, duplicate, lineage.info(duplicate).parent, result, accepted=False,
+                            duplicate_of=duplicate, verdict="duplicate")
+
+    parent = ctx.state.get("parent")
+    result = ctx.evaluator.evaluate(ctx.workspace)
+    cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.get("model", ""),
+                         rationale=rationale)
+    run.save_eval(cid, result)
+    ctx.state["parent"] = cid
+    ctx.state["candidates"] = ctx.state.get("candidates", 0) + 1
+    accepted, verdict = decide(ctx, cid, result)
+    if accepted:
+        lineage.accept(cid)
+        ctx.state["since_improvement"] = 0
+    else:
+        ctx.state["since_improvement"] = ctx.state.get("since_improvement", 0) + 1
+    data = report(ctx, cid, parent, result, accepted=accepted, duplicate_of=None, verdict=verdict)
+    return render(cid, parent, result, verdict, data), data
+
+
+def decide(ctx: ToolContext, cid: str, result) -> tuple[bool, str]:
+    """(accepted, why) for a freshly committed candidate."""
+    if result.status != "correct":
+        return False, f"not accepted: {result.status}"
+    best = ctx.lineage.best
+    best_result = ctx.run.load_eval(best) if best else None
+    if best_result is None or best_result.status != "correct":
+        if result.suspicious:
+            return confirm(ctx, cid, result, None)
+        return True, "accepted: first correct candidate"
+    margin = noise(result, best_result)
+    if result.fitness <= best_result.fitness * (1 + margin):
+        return False, (f"not accepted: fitness {result.fitness:.3f} does not beat best {best} "
+                       f"({best_result.fitness:.3f}) by more than the noise ({margin:.1%})")
+    return confirm(ctx, cid, result, best)
+
+
+def confirm(ctx: ToolContext, cid: str, result, best: str | None) -> tuple[bool, str]:
+    """Re-run the candidate interleaved with the best (or alone, when there is none) and decide on that."""
+    with tempfile.TemporaryDirectory(prefix="avo-incumbent-") as tmp:
+        incumbent = Path(tmp)
+        ctx.lineage.checkout(best if best else cid, incumbent)
+        again, incumbent_again = ctx.evaluator.confirm(ctx.workspace, incumbent)
+    ctx.state["last_confirm"] = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
+                                 "incumbent": incumbent_again.model_dump(mode="json")}
+    if again.status != "correct":
+        return False, f"not accepted: the confirmation re-run was {again.status} ({again.summary()})"
+    if again.suspicious:
+        return False, f"not accepted: still suspicious on re-run ({again.suspicious_reason})"
+    if best is None:
+        return True, f"accepted: clean re-run gave fitness {again.fitness:.3f}"
+    margin = noise(again, incumbent_again)
+    if again.fitness <= incumbent_again.fitness * (1 + margin):
+        return False, (f"not accepted: side by side, {again.fitness:.3f} vs best {best} {incumbent_again.fitness:.3f}"
+                       f" is within the noise ({margin:.1%})")
+    return True, (f"accepted: new best (side by side {again.fitness:.3f} vs {best} {incumbent_again.fitness:.3f}, "
+                  f"noise {margin:.1%})")
+
+
+def report(ctx: ToolContext, cid: str, parent, result, *, accepted: bool, duplicate_of, verdict: str) -> dict:
+    best = ctx.lineage.best
+    best_result = ctx.run.load_eval(best) if best else None
+    return {
+        "cid": cid, "parent": parent,
+        "status": result.status if result else None,
+        "rule": result.rule if result else None,
+        "message": (result.message[:MAX_MESSAGE_CHARS] if result else ""),
+        "fitness": result.fitness if result else 0.0,
+        "accepted": accepted, "verdict": verdict,
+        "best_cid": best, "best_fitness": best_result.fitness if best_result else 0.0,
+        "duplicate_of": duplicate_of,
+        "suspicious": bool(result and result.suspicious),
+        "timing_source": result.timing_source if result else "none",
+        "cases": [c.model_dump(mode="json") for c in result.cases] if result else [],
+    }
+
+
+def render(cid: str, parent, result, verdict: str, data: dict) -> str:
+    lines = [f"{cid} (parent {parent or '-'}): {result.summary()}"]
+    if result.rule:
+        lines.append(f"rule: {result.rule}")
+    if result.status != "correct" and result.message.strip():
+        lines.append(data["message"].rstrip())
+    lines.append(verdict)
+    lines.append(f"best: {data['best_cid'] or '-'} fitness {data['best_fitness']:.3f}")
+    timed = result.bench_cases()
+    if timed:
+        source = result.timing_source
+        lines.append(f"{'case':28} {'ms':>9} {'lib ms':>9} {'TFLOPS':>8} {'speedup':>8}  [{source}]")
+        for c in timed:
+            lines.append(f"{c.case[:28]:28} {fmt(c.ms)} {fmt(c.library_ms)} {fmt(c.tflops, 8, 1)} {fmt(c.speedup, 8, 3)}")
+    failed = [c for c in result.cases if c.correct is False]
+    for c in failed[:5]:
+        lines.append(f"FAILED {c.case}: rel_err {c.rel_err} (tolerance {c.tolerance}) {c.message[:200]}")
+    return "\n".join(lines)
+
+
+def fmt(value, width: int = 9, digits: int = 4) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"

@@ -1,0 +1,136 @@
+"""What the model is told: the system prompt, the opening message, and the summary a long run restarts from.
+
+The text lives in avo/agent/prompts/*.md ($name placeholders); this module only fills it in. The same summary
+serves a context reset and a resume, so both continue from the run directory's facts: best kernel, lineage, notes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from avo.agent.models.base import Message, ToolSpec
+
+MAX_NOTES_CHARS = 8_000
+MAX_SOURCE_CHARS = 40_000
+
+
+def prompt(name: str) -> Template:
+    return Template(resources.files("avo.agent").joinpath("prompts", f"{name}.md").read_text())
+
+
+@dataclass
+class Situation:
+    """The facts a prompt is filled from."""
+
+    task: Any
+    gpu: Any
+    device: str
+    config: Any
+    """avo.config.RunConfig"""
+
+    def suite(self, name: str) -> str:
+        # Under the interpreter the tiny suite is both checked and timed.
+        return "tiny" if self.device == "interpret" else name
+
+
+def system_prompt(s: Situation, tools: list[ToolSpec]) -> str:
+    bench = s.suite(s.config.evaluation.bench_suite)
+    try:
+        cases = ", ".join(str(c) for c in s.task.cases(bench))
+    except Exception:  # a task file that cannot list cases still gets a prompt; the evaluator will say why
+        cases = "(see the evaluate results)"
+    g = s.gpu
+    gpu_text = (f"{g.name.upper()} ({g.arch}, compute capability {g.compute_capability[0]}.{g.compute_capability[1]}): "
+                f"{g.sms} SMs, dense bf16 peak {g.peak_bf16_tflops:g} TFLOPS, HBM {g.hbm_gbps:g} GB/s, "
+                f"{g.smem_per_block_kb} KB shared memory per block, {g.l2_mb} MB L2, {g.regs_per_sm} registers per SM.")
+    device_note = ("Candidates run under the Triton interpreter on the CPU (TRITON_INTERPRET=1): times are interpreter "
+                   "wall clock, not GPU performance; correctness is real." if s.device == "interpret" else
+                   "Candidates run on this GPU; times are CUDA-event medians with the L2 flushed between runs.")
+    return prompt("system").safe_substitute(
+        task_contract=inspect.getdoc(type(s.task)) or f"Task {s.task.name}.",
+        entry=s.task.entry, check_suite=s.suite(s.config.evaluation.check_suite), bench_suite=bench,
+        bench_cases=cases, gpu_profile=gpu_text, device_note=device_note,
+        tool_list="\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools),
+    )
+
+
+def start_message(baseline_line: str) -> Message:
+    return Message(role="user", text=prompt("start").safe_substitute(baseline_line=baseline_line))
+
+
+def lineage_table(lineage, limit: int = 25) -> str:
+    best = lineage.best
+    rows = []
+    for info in lineage.log(limit=limit):
+        mark = "*" if info.cid == best else " "
+        rows.append(f"{info.cid}{mark} parent {info.parent or '-':6} {info.status:13} fitness {info.fitness:.3f}  "
+                    f"{info.summary[:110]} | {info.rationale[:90]}")
+    return "\n".join(rows) or "(no candidates yet)"
+
+
+def read_notes(run) -> str:
+    path = Path(run.notes_path)
+    text = path.read_text() if path.is_file() else ""
+    if len(text) > MAX_NOTES_CHARS:  # the newest notes matter most
+        text = "...(older notes omitted)\n" + text[-MAX_NOTES_CHARS:]
+    return text.strip() or "(none yet)"
+
+
+def best_source(run, lineage) -> tuple[str, str, float]:
+    """(cid, kernel.py source, fitness) of the best candidate, or of the baseline when nothing is correct."""
+    import tempfile
+
+    cid = lineage.best or lineage.baseline
+    if cid is None:
+        return "-", "(no candidate yet)", 0.0
+    with tempfile.TemporaryDirectory(prefix="avo-best-") as tmp:
+        lineage.checkout(cid, Path(tmp))
+        kernel = Path(tmp) / "kernel.py"
+        source = kernel.read_text() if kernel.is_file() else "(no kernel.py)"
+    if len(source) > MAX_SOURCE_CHARS:
+        source = source[:MAX_SOURCE_CHARS] + "\n# ... (truncated)"
+    result = run.load_eval(cid)
+    return cid, source, (result.fitness if result else 0.0)
+
+
+def _common(s: Situation, run, lineage) -> dict[str, str]:
+    cid, source, fitness = best_source(run, lineage)
+    return dict(task_name=s.task.name, gpu_name=s.gpu.name, device=s.device, best_cid=cid,
+                best_fitness=f"{fitness:.3f}", best_source=source, lineage_table=lineage_table(lineage),
+                notes=read_notes(run))
+
+
+def restart_message(s: Situation, run, lineage, *, reason: str, parent: str | None, budget_line: str) -> Message:
+    text = prompt("restart").safe_substitute(
+        _common(s, run, lineage), reason=reason, budget_line=budget_line,
+        workspace_line=f"candidate {parent} (plus any edits since)" if parent else "the seed kernel")
+    return Message(role="user", text=text)
+
+
+def supervisor_request(s: Situation, run, lineage, stalled: int) -> Message:
+    return Message(role="user", text=prompt("supervisor_request").safe_substitute(_common(s, run, lineage),
+                                                                                  stalled=stalled))
+
+
+def conversation_tokens(system: str, messages: list[Message]) -> int:
+    """A model-independent size estimate (about 4 characters a token), for backends that report no usage."""
+    chars = len(system) + sum(len(m.text) + len(json.dumps([c.arguments for c in m.tool_calls]))
+                              + sum(len(r.content) for r in m.tool_results) for m in messages)
+    return chars // 4
+
+
+def lineage_counters(lineage) -> dict[str, int]:
+    """Candidates the agent has made (the baseline excluded) and evaluations since the last accepted one."""
+    infos = lineage.log()
+    since = 0
+    for info in infos:  # newest first
+        if info.accepted or info.cid == lineage.best:
+            break
+        since += 1
+    return {"candidates": sum(1 for i in infos if i.parent is not None), "since_improvement": since}

@@ -1,0 +1,251 @@
+"""What a kernel engineer knows about tile shapes on Hopper-class GPUs, as a small model that ranks knob settings.
+
+`modelled_speed(point)` is a product of factors, each one a well-known effect: operand reuse grows with the tile,
+the fp32 accumulators must fit in registers, a deeper software pipeline hides global-load latency up to a point, a
+wider K step feeds the tensor cores longer, grouped tile order reuses L2. The ratio of two points' modelled speeds is
+the gain a move is expected to bring; profile facts (stalls, spills, memory-boundness) sharpen the estimate.
+Absolute numbers mean nothing; only the order matters, which is what the search needs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from avo.agent.heuristic.knobs import Knob, Point
+
+_ROLE_PATTERNS = {
+    "bm": r"(block|tile)(_size)?_?(m|q)|bm",
+    "bn": r"(block|tile)(_size)?_?(n|kv)|bn",
+    "bk": r"(block|tile)(_size)?_?k|bk",
+    "group": r"group(_size)?_?m",
+    "warps": r"(num_)?warps",
+    "stages": r"(num_)?stages",
+    "head_dim": r"head_dim|block_d(model)?",
+}
+
+DEFAULT_SMEM_PER_BLOCK = 227 * 1024
+BYTES_PER_ELEMENT = 2
+"""bf16/fp16 operands, as both tasks use."""
+
+
+def role_of(name: str) -> str | None:
+    base = name.split("#")[0].lower()
+    for role, pattern in _ROLE_PATTERNS.items():
+        if re.fullmatch(pattern, base):
+            return role
+    return None
+
+
+def roles(knobs: list[Knob]) -> dict[str, str]:
+    """role -> knob name, for the first knob of each role."""
+    found: dict[str, str] = {}
+    for knob in knobs:
+        role = role_of(knob.name)
+        if role and role not in found:
+            found[role] = knob.name
+    return found
+
+
+@dataclass
+class Facts:
+    """Measurements that sharpen the model; every field is optional (None: not measured)."""
+
+    long_scoreboard_pct: float | None = None
+    tensor_pipe_pct: float | None = None
+    dram_pct: float | None = None
+    compute_pct: float | None = None
+    occupancy_pct: float | None = None
+    registers: int | None = None
+    spills: int | None = None
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def memory_bound(self) -> bool:
+        if self.dram_pct is None:
+            return False
+        return self.dram_pct >= 60 and (self.compute_pct is None or self.dram_pct > self.compute_pct)
+
+
+@dataclass
+class Shape:
+    """How to read a point: which knob plays which role, for which task, on how much shared memory."""
+
+    kind: str
+    """'gemm' or 'attention' (anything else is modelled as gemm-like tiles)."""
+    roles: dict[str, str]
+    smem_limit: int = DEFAULT_SMEM_PER_BLOCK
+    head_dim: int = 128
+
+    def get(self, point: Point, role: str, default: int) -> int:
+        name = self.roles.get(role)
+        value = point.get(name) if name else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return default
+        return int(value)
+
+
+def tile(shape: Shape, point: Point) -> tuple[int, int, int, int, int]:
+    """(block_m, block_n, block_k, warps, stages) with the usual Triton defaults for missing knobs."""
+    return (shape.get(point, "bm", 64), shape.get(point, "bn", 64), shape.get(point, "bk", 32),
+            shape.get(point, "warps", 4), shape.get(point, "stages", 2))
+
+
+def smem_bytes(shape: Shape, point: Point) -> int:
+    """Shared memory the software pipeline needs: one buffer of every streamed operand tile per stage."""
+    bm, bn, bk, _, stages = tile(shape, point)
+    d = shape.get(point, "head_dim", shape.head_dim)
+    if shape.kind == "attention":
+        # Q stays resident; K and V blocks are multi-buffered (the last stage overlaps the consumer).
+        elements = bm * d + 2 * bn * d * max(stages - 1, 1)
+    else:
+        elements = (bm * bk + bk * bn) * stages
+    return elements * BYTES_PER_ELEMENT
+
+
+def accumulator_registers(shape: Shape, point: Point) -> float:
+    """fp32 registers per thread held by the accumulators (and, for attention, the score tile)."""
+    bm, bn, _, warps, _ = tile(shape, point)
+    d = shape.get(point, "head_dim", shape.head_dim)
+    per_block = bm * (d + bn) if shape.kind == "attention" else bm * bn
+    return per_block / (32 * max(warps, 1))
+
+
+def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str | None:
+    """Why a point cannot run well at all (it would not compile, or would spill its accumulators), or None."""
+    limit = min(shape.smem_limit, smem_cap) if smem_cap else shape.smem_limit
+    need = smem_bytes(shape, point)
+    if need > limit:
+        return f"needs {need // 1024} KB shared memory > {limit // 1024} KB per block"
+    regs = accumulator_registers(shape, point)
+    if regs > 256:
+        return f"{regs:.0f} accumulator registers per thread > 255"
+    return None
+
+
+_FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("persist", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
+                ("split", 1.02), ("swizzle", 1.02))
+
+
+def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[float, dict[str, float]]:
+    """Relative speed of a point and its factors by name (for explaining a move)."""
+    bm, bn, bk, warps, stages = tile(shape, point)
+    factors: dict[str, float] = {}
+    regs = accumulator_registers(shape, point)
+    if shape.kind == "attention":
+        factors["tile"] = _table({16: .5, 32: .65, 64: .82, 128: 1.0, 256: .88}, bm) * \
+            _table({16: .7, 32: .85, 64: .97, 128: 1.0, 256: .9}, bn)
+        factors["pipeline"] = _table({1: .8, 2: .95, 3: 1.0, 4: .99, 5: .97}, stages)
+    else:
+        intensity = bm * bn / (bm + bn)
+        # wgmma's N extent reaches 256 while M is split across warpgroups: at equal area, wider N is cheaper.
+        factors["tile"] = math.sqrt(min(intensity, 96.0) / 96.0) * (1.0 if bn >= bm else 0.99)
+        factors["pipeline"] = _table({1: .55, 2: .84, 3: .98, 4: 1.0, 5: .99, 6: .98}, stages)
+        factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
+        if "group" in shape.roles:
+            factors["l2_order"] = .95 if shape.get(point, "group", 1) <= 1 else 1.0
+    factors["registers"] = 1.0 if regs <= 128 else .9 if regs <= 160 else .6
+    big_tile = bm * bn >= 128 * 128 or (shape.kind == "attention" and bm >= 128)
+    # Hopper's tensor-core instructions are issued by a warpgroup of 4 warps; big tiles want two of them.
+    factors["warpgroups"] = (1.0 if warps >= 8 else .95) if big_tile else (1.0 if warps == 4 else .97)
+    if warps < 4:
+        factors["warpgroups"] *= .88
+    if regs < 16:
+        factors["registers"] *= .95
+    for name, value in point.items():
+        if isinstance(value, bool) and value:
+            factors[f"flag {name}"] = next((f for key, f in _FLAG_PRIORS if key in name.lower()), 1.0)
+    speed = math.prod(factors.values())
+    return speed, factors
+
+
+def _table(table: dict[int, float], value: int) -> float:
+    if value in table:
+        return table[value]
+    keys = sorted(table)
+    nearest = min(keys, key=lambda k: abs(math.log2(max(value, 1)) - math.log2(k)))
+    return table[nearest] * 0.95
+
+
+@dataclass
+class Estimate:
+    gain: float
+    """Expected relative change in fitness (0.1 = +10%)."""
+    reason: str
+
+
+def estimate(shape: Shape, knobs: dict[str, Knob], old: Point, new: Point, facts: Facts | None) -> Estimate:
+    """Expected gain of moving from `old` to `new`, and the one-line why."""
+    s_old, f_old = modelled_speed(shape, old, knobs)
+    s_new, f_new = modelled_speed(shape, new, knobs)
+    gain = s_new / s_old - 1.0
+    changes = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
+    reasons: list[str] = []
+    facts = facts or Facts()
+    stages_name = shape.roles.get("stages")
+    tile_up = any(shape.roles.get(r) in changes and _up(changes[shape.roles[r]]) for r in ("bm", "bn"))
+    if stages_name in changes and facts.long_scoreboard_pct is not None and facts.long_scoreboard_pct >= 15:
+        weight = facts.long_scoreboard_pct / 100
+        gain += weight * 0.25 if _up(changes[stages_name]) else -weight * 0.25
+        reasons.append(f"long-scoreboard stalls {facts.long_scoreboard_pct:.0f}%")
+    if tile_up and (facts.memory_bound or (facts.tensor_pipe_pct is not None and facts.tensor_pipe_pct < 40)):
+        gain = gain * 1.5 + 0.03
+        reasons.append(_memory_words(facts))
+    relieves = accumulator_registers(shape, new) < accumulator_registers(shape, old)
+    if facts.spills and relieves:
+        gain += 0.1
+        reasons.append(f"{facts.spills} B register spills")
+    reasons.append(_why(f_old, f_new, shape, old, new))
+    return Estimate(gain=gain, reason="; ".join(r for r in reasons if r))
+
+
+def _up(change: tuple) -> bool:
+    before, after = change
+    try:
+        return float(after) > float(before)
+    except (TypeError, ValueError):
+        return bool(after) and not bool(before)
+
+
+def _memory_words(facts: Facts) -> str:
+    parts = []
+    if facts.dram_pct is not None:
+        parts.append(f"DRAM {facts.dram_pct:.0f}% of peak")
+    if facts.tensor_pipe_pct is not None:
+        parts.append(f"tensor pipe {facts.tensor_pipe_pct:.0f}%")
+    return "memory-bound (" + ", ".join(parts) + ")" if parts else ""
+
+
+def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Point, new: Point) -> str:
+    """The effect that moves the model most, in words with its numbers."""
+    deltas = {k: f_new.get(k, 1.0) / f_old.get(k, 1.0) for k in set(f_old) | set(f_new)}
+    key, ratio = max(deltas.items(), key=lambda kv: (abs(math.log(kv[1])) if kv[1] > 0 else 0, kv[0]))
+    if abs(ratio - 1.0) < 1e-9:
+        return "no rule predicts this one: measure it"
+    better = ratio > 1
+    bm0, bn0, bk0, w0, s0 = tile(shape, old)
+    bm1, bn1, bk1, w1, s1 = tile(shape, new)
+    if key.startswith("flag "):
+        return f"{key[5:]} {'on' if new.get(key[5:]) else 'off'}"
+    if key == "tile":
+        if shape.kind == "attention":
+            return f"{bm0}x{bn0} -> {bm1}x{bn1} tile: {'fewer' if better else 'more'} K/V reloads per query row"
+        i0, i1 = bm0 * bn0 / (bm0 + bn0), bm1 * bn1 / (bm1 + bn1)
+        return f"{'more' if i1 > i0 else 'less'} operand reuse, {i0:.0f} -> {i1:.0f} MACs per loaded element"
+    if key == "pipeline":
+        if s1 > s0:
+            return "more loads in flight hide global-memory latency"
+        return "frees shared memory" if not better else "less pipeline prologue and shared memory"
+    if key == "k_step":
+        return "longer tensor-core bursts between barriers" if better else "away from the usual 64-wide K step"
+    if key == "registers":
+        r0, r1 = accumulator_registers(shape, old), accumulator_registers(shape, new)
+        return f"accumulators {r0:.0f} -> {r1:.0f} fp32 registers per thread" + (
+            "" if r1 <= 128 else " (spills likely)")
+    if key == "warpgroups":
+        return f"{w1} warps for a {bm1}x{bn1} tile: " + (
+            "one warpgroup per 64 rows of the tensor-core tile" if better else "mismatched to the tile")
+    if key == "l2_order":
+        return "grouped tile order reuses A and B in L2" if better else "plain row-major tile order"
+    return key

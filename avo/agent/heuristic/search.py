@@ -1,0 +1,212 @@
+"""Which knob setting to try next: best-first coordinate descent around the incumbent, then pairwise moves.
+
+From the incumbent (the best accepted point) every one-step change of one knob is a move; a move that would not fit
+(shared memory, accumulator registers) is repaired by the knob that usually pays for it (fewer stages, more warps),
+or dropped. Moves are ranked by the gain the rule model expects (sharpened by profile facts), with a bonus for
+continuing in the direction that was last accepted and for pairing near-misses; known-good configurations for the
+GPU are offered as one jump. When every single move from the incumbent has been tried, two-knob moves follow; when
+those are gone too, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
+failure lowers the shared-memory bound for every later point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from avo.agent.heuristic.knobs import Knob, Point, Value, point_key
+from avo.agent.heuristic.rules import Estimate, Facts, Shape, estimate, infeasible, smem_bytes, accumulator_registers
+
+PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
+    "gemm": [
+        ("H200 GEMM anchor 128x256x64, 8 warps, 3 stages (plain Triton ~0.8x cuBLAS)",
+         {"bm": 128, "bn": 256, "bk": 64, "warps": 8, "stages": 3, "group": 8}),
+        ("square 128x128x64 tile, 8 warps, 4 stages",
+         {"bm": 128, "bn": 128, "bk": 64, "warps": 8, "stages": 4, "group": 8}),
+    ],
+    "attention": [
+        ("FA2-style 128x64 tile, 8 warps, 3 stages (plain Triton ~0.78x cuDNN on H200)",
+         {"bm": 128, "bn": 64, "warps": 8, "stages": 3}),
+        ("FA2-style 128x128 tile, 8 warps, 2 stages", {"bm": 128, "bn": 128, "warps": 8, "stages": 2}),
+    ],
+}
+
+NEAR_MISS = 0.99
+"""A correct point within 1% of the incumbent that was not accepted may pay in combination."""
+
+
+@dataclass
+class Trial:
+    point: Point
+    status: str
+    fitness: float = 0.0
+    accepted: bool = False
+    cid: str | None = None
+    message: str = ""
+
+
+@dataclass
+class Move:
+    point: Point
+    changes: dict[str, tuple[Value, Value]]
+    estimate: Estimate
+    kind: str
+    """'single', 'preset' or 'pair'."""
+    score: float = 0.0
+    label: str = ""
+
+    def describe(self) -> str:
+        changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in self.changes.items())
+        lead = f"{self.label}: {changed}" if self.label else changed
+        return f"{lead}: {self.estimate.reason}; expect {self.estimate.gain:+.0%}"
+
+
+@dataclass
+class Search:
+    knobs: list[Knob]
+    shape: Shape
+    incumbent: Point
+    incumbent_fitness: float = 0.0
+    trials: dict[tuple, Trial] = field(default_factory=dict)
+    facts: Facts | None = None
+    last_accepted: dict[str, tuple[Value, Value]] = field(default_factory=dict)
+    smem_cap: int | None = None
+    seed: int = 0
+    renders: Callable[[Point], bool] | None = None
+    """Whether a point can be written into the kernel (a choice that would not parse is never offered)."""
+
+    @property
+    def by_name(self) -> dict[str, Knob]:
+        return {k.name: k for k in self.knobs}
+
+    def record(self, trial: Trial) -> None:
+        """Remember an outcome; a shared-memory failure also bounds every later point."""
+        key = point_key(trial.point)
+        self.trials[key] = trial
+        if trial.status != "correct" and _is_smem_failure(trial.message):
+            need = smem_bytes(self.shape, trial.point)
+            self.smem_cap = min(self.smem_cap or need, need - 1)
+
+    def tried(self, point: Point) -> bool:
+        return point_key(point) in self.trials
+
+    def next_move(self) -> Move | None:
+        moves = self._singles() + self._presets()
+        if not moves:
+            moves = self._pairs()
+        return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
+
+    def _candidate(self, changes: dict[str, Value], kind: str, label: str = "") -> Move | None:
+        point = dict(self.incumbent)
+        point.update(changes)
+        point = self._repair(point, set(changes))
+        if point is None or point == self.incumbent or self.tried(point):
+            return None
+        if self.renders is not None and not self.renders(point):
+            return None
+        est = estimate(self.shape, self.by_name, self.incumbent, point, self.facts)
+        diff = {k: (self.incumbent[k], v) for k, v in point.items() if self.incumbent.get(k) != v}
+        move = Move(point=point, changes=diff, estimate=est, kind=kind, label=label)
+        move.score = est.gain + self._bonus(diff)
+        return move
+
+    def _singles(self) -> list[Move]:
+        moves: dict[tuple, Move] = {}
+        for knob in self.knobs:
+            for value in knob.neighbours(self.incumbent.get(knob.name, knob.value)):
+                move = self._candidate({knob.name: value}, "single")
+                if move is not None:
+                    moves.setdefault(point_key(move.point), move)
+        return list(moves.values())
+
+    def _presets(self) -> list[Move]:
+        moves = []
+        for label, targets in PRESETS.get(self.shape.kind, []):
+            changes = {}
+            for role, target in targets.items():
+                name = self.shape.roles.get(role)
+                if name is not None:
+                    changes[name] = _nearest(self.by_name[name].choices, target)
+            if sum(self.incumbent.get(k) != v for k, v in changes.items()) < 2:
+                continue  # a single move covers it
+            move = self._candidate(changes, "preset", label)
+            if move is not None:
+                moves.append(move)
+        return moves
+
+    def _pairs(self) -> list[Move]:
+        steps = [(k.name, v) for k in self.knobs for v in k.neighbours(self.incumbent.get(k.name, k.value))]
+        moves: dict[tuple, Move] = {}
+        for (a, va), (b, vb) in itertools.combinations(steps, 2):
+            if a == b:
+                continue
+            move = self._candidate({a: va, b: vb}, "pair")
+            if move is not None:
+                moves.setdefault(point_key(move.point), move)
+        return list(moves.values())
+
+    def _repair(self, point: Point, fixed: set[str]) -> Point | None:
+        """Make a point fit by the knobs the move did not set: fewer stages for shared memory, more warps for
+        registers. None when it cannot be made to fit."""
+        stages, warps = self.shape.roles.get("stages"), self.shape.roles.get("warps")
+        if warps and warps not in fixed and accumulator_registers(self.shape, point) > 128:
+            for value in _numeric_choices(self.by_name[warps], above=point[warps]):
+                point = dict(point, **{warps: value})
+                if accumulator_registers(self.shape, point) <= 128:
+                    break
+        if stages and stages not in fixed and infeasible(self.shape, point, self.smem_cap):
+            for value in reversed(_numeric_choices(self.by_name[stages], below=point[stages])):
+                point = dict(point, **{stages: value})
+                if not infeasible(self.shape, point, self.smem_cap):
+                    break
+        return None if infeasible(self.shape, point, self.smem_cap) else point
+
+    def _bonus(self, diff: dict[str, tuple[Value, Value]]) -> float:
+        bonus = 0.0
+        for name, (before, after) in diff.items():
+            if name in self.last_accepted:
+                prev_before, prev_after = self.last_accepted[name]
+                if _direction(prev_before, prev_after) == _direction(before, after) != 0:
+                    bonus += 0.03  # it paid last time: keep going
+        for trial in self.trials.values():
+            if trial.status == "correct" and not trial.accepted and self.incumbent_fitness > 0 \
+                    and trial.fitness >= NEAR_MISS * self.incumbent_fitness:
+                near = {k: v for k, v in trial.point.items() if self.incumbent.get(k) != v}
+                if near and all(diff.get(k, (None, None))[1] == v for k, v in near.items()) and len(diff) > len(near):
+                    bonus += 0.02
+        return bonus
+
+
+def _is_smem_failure(message: str) -> bool:
+    text = (message or "").lower()
+    return "shared memory" in text or "outofresources" in text or "out of resource" in text
+
+
+def _nearest(choices: tuple[Value, ...], target: int) -> Value:
+    numeric = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    if not numeric:
+        return choices[0]
+    return min(numeric, key=lambda c: (abs(c - target), c))
+
+
+def _numeric_choices(knob: Knob, above: Value | None = None, below: Value | None = None) -> list[Value]:
+    values = sorted(c for c in knob.choices if isinstance(c, (int, float)) and not isinstance(c, bool))
+    if above is not None:
+        values = [v for v in values if v > above]
+    if below is not None:
+        values = [v for v in values if v < below]
+    return values
+
+
+def _direction(before: Value, after: Value) -> int:
+    try:
+        return (float(after) > float(before)) - (float(after) < float(before))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _jitter(seed: int, point: Point) -> str:
+    """Deterministic tie-break that depends on the seed (never Python's randomized str hash)."""
+    return hashlib.sha256(f"{seed}:{sorted(point.items())!r}".encode()).hexdigest()

@@ -1,0 +1,204 @@
+"""The OODA loop: ask the model, run its tool calls, record everything; stop when the budget says so.
+
+`run()` repeats `step()`. Limits are checked in one place (`check_budget`) and end the loop by raising a small
+exception (`BudgetExhausted`, `Interrupted`, `ModelExhausted`). Every event is appended to the transcript as it
+happens, so a crash loses nothing and `--resume` restarts from the run directory.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import traceback
+
+from pydantic import ValidationError
+
+from avo.agent import context
+from avo.agent.accounting import cost_usd, redact, secret_values
+from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
+from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
+from avo.agent.toolbase import ToolError
+from avo.errors import UserError
+
+MAX_IDLE_TURNS = 3
+NUDGE = ("No tool was called. The run continues until its budget ends: pick the next change, edit the kernel, "
+         "and call evaluate.")
+
+
+class Agent:
+    def __init__(self, *, run, model, tools, ctx, situation, view=None, clock=time.monotonic):
+        self.rundir, self.model, self.tools, self.ctx, self.situation = run, model, tools, ctx, situation
+        self.view, self.clock = view, clock
+        self.cfg, self.budget = situation.config.agent, situation.config.budget
+        self.specs = [tool.spec() for tool in tools.values()]
+        self.system = context.system_prompt(situation, self.specs)
+        self.messages: list[Message] = []
+        self.secrets = secret_values()
+        self.started, self.elapsed_before, self.cost = clock(), 0.0, 0.0
+        self.idle_turns, self.supervised_at, self.stop_requested, self.resumed = 0, 0, False, False
+        ctx.state.setdefault("model", model.name)
+        policy = getattr(model, "policy", None)  # network backends: show API pauses, stop waiting on Ctrl-C
+        if policy is not None:
+            policy.on_wait = lambda n, s, why: self.record("api_wait", attempt=n, delay_s=round(s, 1), reason=why)
+            policy.on_recovered = lambda n: self.record("api_resumed", failed_attempts=n)
+            policy.should_stop = lambda: self.stop_requested
+
+    def begin(self, opening: Message) -> None:
+        self.messages = [opening]
+
+    def resume(self) -> None:
+        """Rebuild counters and the workspace's parent from the run directory; the conversation restarts from a summary."""
+        last: dict = {}
+        for event in self.rundir.events():
+            last.update({k: event[k] for k in ("elapsed_s", "cost_usd_total", "workspace_parent") if k in event})
+        self.elapsed_before, self.cost = float(last.get("elapsed_s", 0.0)), float(last.get("cost_usd_total", 0.0))
+        lineage = self.ctx.lineage
+        self.ctx.state.update(context.lineage_counters(lineage),
+                              parent=last.get("workspace_parent") or lineage.best or lineage.baseline)
+        self.resumed = True
+        self.restart("The run was resumed after a stop.")
+
+    def run(self) -> str:
+        """Loop until a stop; returns the reason. The run state becomes finished, stopped (resumable) or failed."""
+        self.record("session", agent=self.model.name, resumed=self.resumed, system_prompt=self.system,
+                    tools=[t.name for t in self.specs])
+        previous = self._install_sigint()
+        try:
+            while True:
+                if self.stop_requested:
+                    raise Interrupted("interrupted (Ctrl-C): resume with avo evolve --resume")
+                self.step()
+        except StopRun as stop:
+            state, reason = ("stopped" if isinstance(stop, Interrupted) else "finished"), str(stop)
+        except KeyboardInterrupt:
+            state, reason = "stopped", "interrupted twice: stopped mid-step"
+        except BaseException as exc:
+            self.record("stop", state="failed", reason=f"{type(exc).__name__}: {exc}", **self.progress())
+            self.rundir.set_state("failed", reason=str(exc)[:500])
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        self.record("stop", state=state, reason=reason, **self.progress())
+        self.rundir.set_state(state, reason=reason, **self.progress())
+        return reason
+
+    def step(self) -> None:
+        self.check_budget()
+        try:
+            turn = self.ask(self.system, self.messages, self.specs, "model_turn")
+        except ContextOverflow as exc:
+            if len(self.messages) <= 1:
+                raise
+            return self.restart(f"The API refused the conversation as too long ({str(exc)[:200]}).")
+        self.messages.append(Message(role="assistant", text=turn.text, tool_calls=turn.tool_calls))
+        results = []
+        for call in turn.tool_calls:
+            self.check_budget()
+            results.append(self.execute(call))
+        self.idle_turns = 0 if turn.tool_calls else self.idle_turns + 1
+        if self.idle_turns >= MAX_IDLE_TURNS:
+            raise ModelExhausted(f"the model called no tool in {MAX_IDLE_TURNS} turns in a row")
+        extra = [] if turn.tool_calls else [NUDGE]
+        review = self.maybe_supervise()
+        if review:
+            extra.append(f"Supervisor review ({self.supervised_at} evaluations without improvement):\n{review}")
+        self.messages.append(Message(role="user", tool_results=results, text="\n\n".join(extra)))
+        size = max(turn.usage.input_tokens + turn.usage.cache_read_tokens + turn.usage.cache_write_tokens
+                   + turn.usage.output_tokens, context.conversation_tokens(self.system, self.messages))
+        if size > self.cfg.context_limit_tokens:
+            self.restart(f"The conversation reached about {size} tokens and was restarted from this summary.",
+                         carry="\n\n".join(extra))
+
+    def ask(self, system: str, messages: list[Message], specs, kind: str) -> Turn:
+        began = self.clock()
+        turn = self.model.next_turn(system, messages, specs)
+        cost = cost_usd(turn.model or self.model.name, turn.usage, self.cfg.prices_usd_per_mtok)
+        self.cost += cost or 0.0
+        self.record(kind, text=turn.text, tool_calls=[c.model_dump() for c in turn.tool_calls],
+                    usage=turn.usage.model_dump(), cost_usd=cost, model=turn.model or self.model.name,
+                    stop_reason=turn.stop_reason, duration_s=round(self.clock() - began, 3), **self.progress())
+        return turn
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        self.record("tool_call", id=call.id, name=call.name, arguments=call.arguments, raw_arguments=call.raw_arguments)
+        data, error = None, True
+        tool = self.tools.get(call.name)
+        if tool is None:
+            content = f"unknown tool '{call.name}'; available: {', '.join(self.tools)}"
+        elif call.raw_arguments is not None:
+            content = f"the arguments of {call.name} were not valid JSON: {call.raw_arguments[:300]!r}"
+        else:
+            try:
+                out = tool.fn(self.ctx, tool.args.model_validate(call.arguments))
+                content, data = out if isinstance(out, tuple) else (out, None)
+                error = False
+            except ValidationError as exc:
+                content = f"bad arguments for {call.name}: " + "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            except (ToolError, UserError) as exc:
+                content = f"{call.name} failed: {exc}"
+            except Exception as exc:  # a tool bug must not end a week-long run; the transcript keeps the trace
+                content = f"{call.name} failed with an internal error: {type(exc).__name__}: {exc}"
+                data = {"traceback": traceback.format_exc(limit=8)}
+        result = ToolResult(call_id=call.id, name=call.name, content=content, is_error=error, data=data)
+        self.record("tool_result", id=call.id, name=call.name, content=content, is_error=error, data=data,
+                    workspace_parent=self.ctx.state.get("parent"), **self.progress())
+        return result
+
+    def check_budget(self) -> None:
+        """The one place limits are checked."""
+        p = self.progress()
+        if p["elapsed_s"] >= self.budget.hours * 3600:
+            raise BudgetExhausted(f"time budget of {self.budget.hours:g} h spent")
+        if self.budget.max_candidates is not None and p["candidates"] >= self.budget.max_candidates:
+            raise BudgetExhausted(f"candidate budget of {self.budget.max_candidates} spent")
+        if self.budget.max_cost is not None and p["cost_usd_total"] >= self.budget.max_cost:
+            raise BudgetExhausted(f"cost budget of ${self.budget.max_cost:g} spent")
+
+    def progress(self) -> dict:
+        return {"elapsed_s": round(self.elapsed_before + self.clock() - self.started, 3),
+                "cost_usd_total": round(self.cost, 6), "candidates": self.ctx.state.get("candidates", 0),
+                "since_improvement": self.ctx.state.get("since_improvement", 0)}
+
+    def maybe_supervise(self) -> str | None:
+        """After `supervisor_after` evaluations without improvement, the same model reviews the trajectory."""
+        since, every = self.ctx.state.get("since_improvement", 0), self.cfg.supervisor_after
+        self.supervised_at = 0 if since < self.supervised_at else self.supervised_at
+        if not every or since - self.supervised_at < every:
+            return None
+        self.supervised_at = since
+        request = context.supervisor_request(self.situation, self.rundir, self.ctx.lineage, since)
+        return self.ask(context.prompt("supervisor").template, [request], [], "supervisor").text.strip() or None
+
+    def restart(self, reason: str, carry: str = "") -> None:
+        """Start a fresh conversation from a summary: task, best kernel, lineage table, notes (+ `carry`)."""
+        p, b = self.progress(), self.budget
+        budget_line = (f"{p['elapsed_s'] / 3600:.2f} of {b.hours:g} h, {p['candidates']} candidates"
+                       + (f" of {b.max_candidates}" if b.max_candidates else "") + f", ${p['cost_usd_total']:.2f}")
+        summary = context.restart_message(self.situation, self.rundir, self.ctx.lineage, reason=reason,
+                                          parent=self.ctx.state.get("parent"), budget_line=budget_line)
+        if carry:  # e.g. a supervisor review made in the step that triggered the restart
+            summary.text += "\n\n" + carry
+        self.messages = [summary]
+        self.record("context_reset", reason=reason, summary=summary.text, **p)
+
+    def record(self, kind: str, **data) -> None:
+        data = redact(data, self.secrets)
+        self.rundir.append_event(kind, **data)
+        if self.view is not None:
+            self.view.event(kind, data)
+
+    def _install_sigint(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            if self.stop_requested:  # second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            self.stop_requested = True  # only a flag: writing from a signal handler could tear a transcript line
+            if self.view is not None:
+                self.view.stopping = True
+
+        return signal.signal(signal.SIGINT, on_sigint)

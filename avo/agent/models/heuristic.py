@@ -1,0 +1,190 @@
+"""The offline agent: a profile-guided search over a kernel's `# avo: tune` knobs, driven through the same tools an
+LLM would call (lineage, checkout, read_file, edit_file, evaluate, profile), each step with a rationale a person can
+read in the transcript and the lineage.
+
+It keeps no state of its own between turns: each turn replays the conversation (see heuristic/history.py), so a
+transcript replays identically and a restarted conversation picks up from the lineage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from avo.agent.heuristic.facts import facts_from
+from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
+from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
+from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, roles
+from avo.agent.heuristic.search import Search, Trial
+from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
+from avo.agent.stops import ModelExhausted
+
+LINEAGE_LIMIT = 500
+SAME_FAILURE_LIMIT = 6
+"""Candidates, the seed included, that must all fail the same way before the search gives up on the knobs."""
+MAX_PROFILES = 6
+"""Profiles cost ~10 s of ncu each: enough to re-orient after the big moves, not after every small one."""
+
+
+class HeuristicModel:
+    name = "heuristic"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._turn_index = 0
+
+    def next_turn(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> Turn:
+        if not tools:  # a supervisor review: the search already moves on by itself when a line stops paying
+            return self._turn("The heuristic search is best-first over untried knob moves around the best kernel; "
+                              "it moves on from a dimension once its neighbours are measured and stops when every "
+                              "single and pairwise move has been tried.")
+        h = History.replay(messages)
+        self._turn_index = len(messages)
+        offered = {t.name for t in tools}
+        if h.finished:
+            raise ModelExhausted("the heuristic search has tried every move it knows from the best kernel")
+        if "lineage" in offered and h.calls["lineage"] == 0:
+            return self._turn("Orient: list what the lineage already holds, so no point is measured twice.",
+                              ("lineage", {"limit": LINEAGE_LIMIT}))
+        start = h.best_cid or h.baseline_cid
+        if h.text is None:
+            if start and h.calls["checkout"] == 0 and not h.outcomes and h.workspace_cid != start:
+                return self._turn(f"Start from {start}, the best candidate so far.", ("checkout", {"cid": start}))
+            if h.errors["read_file"] >= 3:
+                raise ModelExhausted(f"{KERNEL} cannot be read from the workspace")
+            return self._turn(f"Observe: read {KERNEL} and its `# avo: tune` knobs.", ("read_file", {"path": KERNEL}))
+        return self._plan(system, h, offered)
+
+    def _plan(self, system: str, h: History, offered: set[str]) -> Turn:
+        base_text = h.texts.get(h.best_cid or "") or h.texts.get(h.baseline_cid or "") or _first_text(h)
+        knobs = parse_knobs(base_text)
+        if not knobs:
+            return self._done("kernel.py has no `# avo: tune` knobs, so there is nothing for the heuristic agent to "
+                              "tune; run with an LLM agent to rewrite it")
+        search = self._search(system, h, knobs, base_text)
+        hopeless = _same_failure_everywhere(h)
+        if hopeless:
+            return self._done(hopeless)
+        current = point_from_text(h.text)
+
+        # Act on the edits already made: evaluate them (never the same source twice).
+        if current is not None and not search.tried(current) and text_hash(h.text) not in h.evaluated_hashes:
+            if h.workspace_cid is None or not h.outcomes and not h.lineage_outcomes():
+                why = h.last_edit_rationale if h.workspace_cid is None else "Baseline: measure the seed as it is."
+                return self._turn(why, ("evaluate", {"rationale": f"{why} {format_point(current)}"}))
+
+        profile = self._profile_calls(system, h, offered)
+        if profile:
+            return self._turn(f"Observe: profile the best kernel {h.best_cid} to see what limits it now.", *profile)
+
+        move = search.next_move()
+        if move is None:
+            done = len(search.trials)
+            failed = sum(t.status != "correct" for t in search.trials.values())
+            return self._done(f"every single and pairwise knob move around the best has been tried ({done} points, "
+                              f"{failed} invalid); best {h.best_cid or '-'} fitness {search.incumbent_fitness:.3f} "
+                              f"at {format_point(search.incumbent)}")
+        if h.best_cid and h.workspace_cid != h.best_cid and h.errors["checkout"] < 3:
+            return self._turn(f"Back to the best, {h.best_cid} (fitness {h.best_fitness:.3f}), before the next move.",
+                              ("checkout", {"cid": h.best_cid}))
+        # Every point is rendered from the best kernel's source, so stray edits in the workspace are undone too.
+        return self._turn(move.describe(), *_edits(h.text, render(base_text, move.point)))
+
+    def _search(self, system: str, h: History, knobs, base_text: str) -> Search:
+        kind = _task_kind(system, base_text)
+        shape = Shape(kind=kind, roles=roles(knobs), smem_limit=_smem_limit(system))
+        incumbent = point_from_text(base_text) or {}
+        # Lines are independent, so a point can be written iff each of its values can.
+        unwritable = {(k.name, v) for k in knobs for v in k.choices if not _renders(base_text, {k.name: v})}
+        search = Search(knobs=knobs, shape=shape, incumbent=incumbent, incumbent_fitness=h.best_fitness,
+                        seed=self.seed, renders=lambda point: not any(item in unwritable for item in point.items()))
+        for outcome in h.all_outcomes():
+            if outcome.point is not None and set(outcome.point) == set(incumbent):
+                search.record(Trial(point=outcome.point, status=outcome.status, fitness=outcome.fitness,
+                                    accepted=outcome.accepted, cid=outcome.cid, message=outcome.message))
+        if len(h.accepted_points) >= 2:
+            before, after = h.accepted_points[-2], h.accepted_points[-1]
+            search.last_accepted = {k: (before[k], v) for k, v in after.items() if before.get(k) != v}
+        accepted_cids = [o.cid for o in h.all_outcomes() if o.accepted]
+        profile, compile_info = h.profile_of([h.best_cid, *reversed(accepted_cids), h.baseline_cid])
+        if profile or compile_info:
+            search.facts = facts_from(profile, compile_info)
+        return search
+
+    def _profile_calls(self, system: str, h: History, offered: set[str]) -> list[tuple[str, dict]]:
+        """Profile the best kernel once per new best, on a GPU only, while the profiler answers."""
+        if "interpreter" in system.lower() or not h.best_cid or h.workspace_cid != h.best_cid:
+            return []
+        calls = []
+        taken = {cid for cid, _ in h.profiles}
+        if "profile" in offered and not h.errors["profile"] and h.best_cid not in taken \
+                and len(h.profiles) < MAX_PROFILES:
+            calls.append(("profile", {"case": 0}))
+        compiled = {cid for cid, _ in h.compiles}
+        if "inspect_compile" in offered and not h.errors["inspect_compile"] and h.best_cid not in compiled \
+                and len(h.compiles) < MAX_PROFILES:
+            calls.append(("inspect_compile", {}))
+        return calls
+
+    def _done(self, why: str) -> Turn:
+        return self._turn(f"Done: {why}.")
+
+    def _turn(self, text: str, *calls: tuple[str, dict]) -> Turn:
+        tool_calls = [ToolCall(id=f"h{self._turn_index}_{i}_{_call_id(text, name, args)}", name=name, arguments=args)
+                      for i, (name, args) in enumerate(calls)]
+        return Turn(text=text, tool_calls=tool_calls, model=self.name, stop_reason="tool_use" if calls else "end_turn")
+
+
+def _edits(text: str, target: str) -> list[tuple[str, dict]]:
+    """edit_file calls, one per changed line, when each old line is unique; otherwise one write_file."""
+    old_lines, new_lines = text.splitlines(), target.splitlines()
+    if len(old_lines) != len(new_lines):
+        return [("write_file", {"path": KERNEL, "content": target})]
+    edits = []
+    for old, new in zip(old_lines, new_lines):
+        if old != new:
+            if text.count(old) != 1:
+                return [("write_file", {"path": KERNEL, "content": target})]
+            edits.append(("edit_file", {"path": KERNEL, "old": old, "new": new}))
+    return edits
+
+
+def _renders(text: str, point) -> bool:
+    try:
+        render(text, point)
+    except KnobError:
+        return False
+    return True
+
+
+def _same_failure_everywhere(h: History) -> str | None:
+    """Why tuning cannot help, when the seed and every knob setting since fail the same way (a broken environment
+    or a wrong kernel, which no tile size fixes)."""
+    by_cid = {o.cid: o for o in h.all_outcomes() if o.cid}
+    statuses = {o.status for o in by_cid.values()}
+    if len(by_cid) < SAME_FAILURE_LIMIT or len(statuses) != 1 or "correct" in statuses:
+        return None
+    last = list(by_cid.values())[-1].message.strip().splitlines()
+    return (f"the seed and all {len(by_cid) - 1} knob settings tried ended in {statuses.pop()}, so the knobs are not "
+            f"the problem; fix the kernel or the environment first (last: {last[0][:160] if last else '-'})")
+
+
+def _first_text(h: History) -> str:
+    return next(iter(h.texts.values()), h.text or "")
+
+
+def _task_kind(system: str, source: str) -> str:
+    entry = re.search(r"must define `(\w+)`", system)
+    name = entry.group(1) if entry else ""
+    if name == "attention" or (not name and re.search(r"^def attention\(", source, re.M)):
+        return "attention"
+    return "gemm"
+
+
+def _smem_limit(system: str) -> int:
+    found = re.search(r"(\d+)\s*KB shared memory per block", system)
+    return int(found.group(1)) * 1024 if found else DEFAULT_SMEM_PER_BLOCK
+
+
+def _call_id(text: str, name: str, args: dict) -> str:
+    return hashlib.sha256(f"{text}|{name}|{sorted(args.items())!r}".encode()).hexdigest()[:8]

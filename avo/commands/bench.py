@@ -1,0 +1,111 @@
+"""`avo bench CANDIDATE --kernel attention|gemm|PATH`: score one candidate folder, as the evolution loop would."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import typer
+
+from avo.errors import UserError
+
+SUITES = ("bench", "check", "tiny")
+DEVICES = ("cuda", "interpret")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("bench")
+    def bench(
+        candidate: str = typer.Argument(..., help="Folder whose kernel.py defines the task's entry (or that kernel.py)."),
+        kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a path to a KernelBench-format file."),
+        suite: str = typer.Option("bench", "--suite", help="bench (check suite, then timed bench suite), check "
+                                  "(correctness only) or tiny (interpreter-sized, checked and timed)."),
+        gpu: str = typer.Option("auto", "--gpu", help="auto, h100, h200 or b200; must be the GPU present."),
+        device: str = typer.Option("cuda", "--device", help="cuda, or interpret (Triton interpreter on the CPU: the "
+                                   "tiny suite, wall-clock times labelled 'interpreter')."),
+        as_json: bool = typer.Option(False, "--json", help="Print the EvalResult as JSON instead of a table."),
+        seed: int | None = typer.Option(None, "--seed", help="Seed for the check inputs (default: a fresh one)."),
+    ) -> None:
+        """Check and time a candidate against the task's reference and library, in an isolated process."""
+        from avo.config import EvalConfig
+        from avo.evaluate.harness import Evaluator
+
+        folder, task, profile = validate(candidate, kernel, suite, gpu, device)
+        check_suite, bench_suite = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}[suite]
+        config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite)
+        result = Evaluator(kernel, device=device, gpu=profile, config=config).evaluate(folder)
+        if as_json:
+            payload = {"candidate": str(folder), "task": task.name, "suite": suite, **result.model_dump(mode="json")}
+            typer.echo(json.dumps(payload, indent=2))
+        else:
+            render(result, folder, task.name, suite)
+        if result.status != "correct":
+            raise typer.Exit(1)
+
+
+def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
+    """(candidate folder, task, GPU profile), or a UserError saying what to fix; nothing is spawned before this."""
+    from avo import tasks
+    from avo.evaluate.loader import KERNEL_FILE, defines_entry
+    from avo.gpus import resolve
+
+    if suite not in SUITES:
+        raise UserError(f"unknown suite '{suite}': use {', '.join(SUITES)}")
+    if device not in DEVICES:
+        raise UserError(f"unknown device '{device}': use cuda, or interpret to run on the CPU")
+    path = Path(candidate)
+    if not path.exists():
+        raise UserError(f"candidate not found: {candidate} (give a folder holding {KERNEL_FILE})")
+    folder = path.parent if path.is_file() and path.name == KERNEL_FILE else path
+    if not folder.is_dir():
+        raise UserError(f"{candidate} is not a candidate folder: give a folder holding {KERNEL_FILE}")
+    if not (folder / KERNEL_FILE).is_file():
+        raise UserError(f"no {KERNEL_FILE} in {folder}: a candidate folder holds a {KERNEL_FILE} defining the entry")
+    task = tasks.load(kernel)
+    if defines_entry(folder / KERNEL_FILE, task.entry) is False:
+        raise UserError(f"{folder / KERNEL_FILE} defines no `{task.entry}`: the {task.name} task calls "
+                        f"{task.entry}(...) from it")
+    profile = resolve(gpu, device)
+    return folder.resolve(), task, profile
+
+
+def _num(value: float | None, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return format(value, fmt)
+
+
+def render(result, folder: Path, task_name: str, suite: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 140))
+    interp = result.device == "interpret"
+    clock = "interpreter (wall clock, not GPU performance)" if interp else f"gpu (CUDA events, {result.gpu})"
+    table = Table(title=f"avo bench: {folder.name} · {task_name} · suite {suite} · times: {clock}")
+    for header in ("case", "correct", "rel err", "ms", "library ms", "TFLOPS", "library TFLOPS", "speedup", "spread"):
+        table.add_column(header, justify="left" if header == "case" else "right", no_wrap=header != "case")
+    for c in result.cases:
+        correct = "-" if c.correct is None else ("yes" if c.correct else "NO")
+        spread = "-" if c.spread is None else f"{c.spread * 100:.1f}%"
+        table.add_row(f"{c.case} ({c.suite})", correct, _num(c.rel_err, ".2e"), _num(c.ms, ".4g"),
+                      _num(c.library_ms, ".4g"), _num(c.tflops, ".4g"), _num(c.library_tflops, ".4g"),
+                      _num(c.speedup, ".3f"), spread)
+    console.print(table)
+    console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else ""), markup=False)
+    if result.message:
+        console.print(result.message, markup=False)
+    if result.bench_cases():
+        src = "interpreter" if interp else "gpu"
+        console.print(f"fitness: {result.fitness:.4f} (geometric-mean speedup over {result.library or 'the library'}, "
+                      f"times from the {src})", markup=False)
+    if result.suspicious:
+        console.print(f"SUSPICIOUS: {result.suspicious_reason}", markup=False)
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_s.items())
+    console.print(f"seed {result.seed} · device {result.device} · gpu {result.gpu} · wall {result.wall_s:.1f}s"
+                  + (f" ({stages})" if stages else ""), markup=False)

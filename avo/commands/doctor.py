@@ -1,0 +1,130 @@
+"""`avo doctor`: what this machine has for avo, one line each, with what to do about anything missing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import typer
+
+API_KEYS = (
+    ("ANTHROPIC_API_KEY", "the anthropic agent; without it --agent auto uses the offline heuristic agent"),
+    ("OPENAI_API_KEY", "the openai agent and OpenAI-compatible servers that want a key"),
+)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = False
+    """A missing required item stops avo from working at all; the others disable one feature."""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doctor")
+    def doctor() -> None:
+        """Check the GPU, driver, torch + CUDA, Triton, nvcc, ncu, git, CuPy and which API keys are set."""
+        checks = run_checks()
+        width = max(len(c.name) for c in checks)
+        for c in checks:
+            line = f"{'ok' if c.ok else 'missing':8} {c.name:{width}}  {c.detail}"
+            if not c.ok and c.fix:
+                line += f" -> {c.fix}"
+            typer.echo(line)
+        if any(c.required and not c.ok for c in checks):
+            raise typer.Exit(1)
+
+
+def run_checks() -> list[Check]:
+    return [check_gpu(), check_torch(), check_triton(), check_tool("nvcc", ["--version"], "install the CUDA toolkit "
+            "(only CUDA C++ candidates need it)"), check_tool("ncu", ["--version"], "install Nsight Compute (for "
+            "`avo profile` and the agent's profile tool)"), check_tool("git", ["--version"], "install git (the "
+            "lineage is a git repository)", required=True), check_cupy(), *check_keys()]
+
+
+def check_gpu() -> Check:
+    try:
+        import pynvml
+    except ImportError:
+        return Check("GPU", False, "nvidia-ml-py is not installed", "pip install nvidia-ml-py")
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return Check("GPU", False, f"no NVIDIA driver or GPU ({type(exc).__name__})",
+                     "run on a GPU machine, or use --device interpret (Triton interpreter on the CPU)")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            return Check("GPU", False, "the NVIDIA driver sees no GPU", "use --device interpret")
+        name = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    finally:
+        pynvml.nvmlShutdown()
+    from avo.gpus import detect
+
+    profile = detect()
+    detail = f"{name} x{count}, driver {driver}"
+    if profile is None:
+        return Check("GPU", False, detail + ", no avo profile", "name the closest profile with --gpu h100|h200|b200")
+    return Check("GPU", True, f"{detail}, profile {profile.name} ({profile.arch})")
+
+
+def check_torch() -> Check:
+    try:
+        import torch
+    except ImportError:
+        return Check("torch", False, "not installed", "pip install torch", required=True)
+    cuda = torch.version.cuda
+    if cuda is None:
+        return Check("torch", True, f"{torch.__version__}, CPU-only build (GPU timing needs a CUDA build: "
+                     "--device interpret works)")
+    if not torch.cuda.is_available():
+        return Check("torch", False, f"{torch.__version__} built for CUDA {cuda}, but CUDA is unavailable",
+                     "check the NVIDIA driver, or use --device interpret")
+    return Check("torch", True, f"{torch.__version__}, CUDA {cuda}, {torch.cuda.get_device_name()}")
+
+
+def check_triton() -> Check:
+    try:
+        import triton
+    except ImportError:
+        return Check("Triton", False, "not installed", "pip install triton", required=True)
+    return Check("Triton", True, triton.__version__)
+
+
+def check_tool(name: str, args: list[str], fix: str, required: bool = False) -> Check:
+    path = shutil.which(name)
+    if path is None:
+        return Check(name, False, "not on PATH", fix, required)
+    try:
+        out = subprocess.run([path, *args], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check(name, False, f"{path} does not run ({type(exc).__name__})", fix, required)
+    match = re.search(r"(?:release |version )([\w.\-]+)", out)
+    return Check(name, True, f"{match.group(1) if match else 'found'} ({path})")
+
+
+def check_cupy() -> Check:
+    from importlib import metadata
+
+    for dist in metadata.distributions():
+        dist_name = (dist.metadata["Name"] or "").lower()
+        if dist_name == "cupy" or dist_name.startswith("cupy-cuda"):
+            return Check("CuPy", True, f"{dist_name} {dist.version}")
+    return Check("CuPy", False, "not installed (only CUDA C++ candidates need it)", "pip install 'avo[cuda]'")
+
+
+def check_keys() -> list[Check]:
+    """Names only: a key's value is never read beyond whether it is set."""
+    return [Check(name, bool(os.environ.get(name)), "set" if os.environ.get(name) else f"not set (used by {use})",
+                  f"export {name}=... to enable it") for name, use in API_KEYS]
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

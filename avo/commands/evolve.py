@@ -1,0 +1,189 @@
+"""`avo evolve`: create (or resume) a run, score the seed as the baseline, and let the agent loop run."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from avo.errors import UserError
+
+FIXED_ON_RESUME = ("kernel", "gpu", "device", "seed_kernel")
+
+
+def load_task(spec: str):
+    from avo import tasks
+
+    return tasks.load(spec)
+
+
+def make_evaluator(task_spec: str, *, device: str, gpu, config):
+    from avo.evaluate.harness import Evaluator
+
+    return Evaluator(task_spec, device=device, gpu=gpu, config=config)
+
+
+def seed_folder(value: str | None, task) -> Path:
+    """`--seed-kernel` as a folder: a path, or a name beside the task's shipped seed (`triton_naive`, `gemm/x`)."""
+    default = Path(task.default_seed())
+    if value is None:
+        found = default
+    else:
+        options = [Path(value), default.parent / value, default.parent.parent / value]
+        found = next((p for p in options if p.is_dir()), Path(value))
+    if not (found / "kernel.py").is_file():
+        raise UserError(f"seed kernel folder {found} has no kernel.py: give a folder holding the task's kernel.py")
+    return found
+
+
+def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quiet: bool, out=None) -> int:
+    from avo.agent import context
+    from avo.agent.live import RunView
+    from avo.agent.loop import Agent
+    from avo.agent.models.factory import make_model
+    from avo.agent.models.retry import RetryPolicy
+    from avo.agent.toolbase import ToolContext, collect
+    from avo.config import RunConfig
+    from avo.gpus import resolve
+    from avo.run import Run
+
+    out = out or sys.stdout
+    say = lambda line: print(line, file=out, flush=True)  # noqa: E731
+    config = RunConfig.load(config_file, overrides)
+    run = None
+    if resume is not None:
+        run = Run.open(resume, Path(config.runs_dir))
+        changed = [k for k in FIXED_ON_RESUME if overrides.get(k) is not None and overrides[k] != getattr(run.config, k)]
+        if changed:
+            raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
+        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
+        config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
+    if config.budget.hours <= 0:
+        raise UserError("--hours must be positive")
+    if config.budget.max_candidates is not None and config.budget.max_candidates < 1:
+        raise UserError("--max-candidates must be at least 1")
+    gpu = resolve(config.gpu, config.device)
+    task = load_task(config.kernel)
+    seed_dir = seed_folder(config.seed_kernel, task)
+    if config.agent.kind == "replay" and config.agent.replay_from:
+        config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
+    model = make_model(config.agent, seed=config.seed, policy=RetryPolicy(), say=say)
+    if run is None:
+        run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name)
+        say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}), {run.path}")
+    else:
+        say(f"resuming run {run.id}")
+    with run.lock():
+        run.set_state("running")
+        evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)
+        lineage = run.lineage
+        ctx = ToolContext(workspace=run.workspace, task_spec=config.kernel, device=config.device, gpu=gpu, run=run,
+                          lineage=lineage, evaluator=evaluator, config=config, state={"model": model.name})
+        tools = collect(lambda tool: tool.name != "shell" or config.agent.allow_shell)
+        situation = context.Situation(task=task, gpu=gpu, device=config.device, config=config)
+        title = f"avo {run.id} · {task.name} · {gpu.name}" + (" · interpreter" if config.device == "interpret" else "")
+        view = RunView(title=title, hours=config.budget.hours, max_candidates=config.budget.max_candidates,
+                       quiet=quiet, out=out)
+        agent = Agent(run=run, model=model, tools=tools, ctx=ctx, situation=situation, view=view)
+        if len(lineage) == 0:
+            say(f"evaluating the seed {seed_dir} as the baseline ...")
+            cid, result = baseline(run, evaluator, seed_dir)
+            say(f"baseline {cid}: {result.summary()}")
+            ctx.state.update(parent=cid, candidates=0, since_improvement=0)
+            agent.begin(context.start_message(f"{cid}: {result.summary()}"
+                                              + ("" if result.ok else f"\n{result.message[:2000]}")))
+        else:
+            agent.resume()
+        view.set_best(lineage.best, run.load_eval(lineage.best) if lineage.best else None)
+        with view:
+            reason = agent.run()
+    best = lineage.best
+    best_result = run.load_eval(best) if best else None
+    base_result = run.load_eval(lineage.baseline) if lineage.baseline else None
+    say(f"run {run.id}: {reason}")
+    if best_result is not None:
+        versus = f" (baseline {base_result.fitness:.3f})" if base_result is not None else ""
+        say(f"best {best}: {best_result.summary()}{versus}")
+    else:
+        say("no correct candidate yet")
+    say(f"look: avo show {run.id} · avo diff best baseline --run {run.id} · {run.path}")
+    if run.info().get("state") == "stopped":
+        say(f"continue with: avo evolve --resume {run.id}")
+        return 130
+    return 0
+
+
+def baseline(run, evaluator, seed_dir: Path):
+    """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct)."""
+    if run.workspace.exists():
+        shutil.rmtree(run.workspace)
+    shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    result = evaluator.evaluate(run.workspace)
+    lineage = run.lineage
+    cid = lineage.commit(run.workspace, parent=None, result=result, model="seed",
+                         rationale=f"baseline: the seed kernel {seed_dir}")
+    run.save_eval(cid, result)
+    lineage.tag_baseline(cid)
+    if result.ok:
+        lineage.accept(cid)
+    run.append_event("baseline", cid=cid, seed=str(seed_dir), summary=result.summary(), status=result.status,
+                     fitness=result.fitness, workspace_parent=cid)
+    return cid, result
+
+
+def transcript_of(ref: str, runs_dir: Path) -> Path:
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if (path / "transcript.jsonl").is_file():
+        return path / "transcript.jsonl"
+    from avo.run import Run
+
+    return Run.open(ref, runs_dir).path / "transcript.jsonl"
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """{"budget": {"hours": 1}} -> {"budget.hours": 1}, the shape RunConfig.load takes as overrides."""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key != "prices_usd_per_mtok":
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("evolve")
+    def evolve_command(
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, or a KernelBench-format .py file."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="auto, h100, h200 or b200."),
+        hours: Optional[float] = typer.Option(None, "--hours", help="Time budget in hours."),
+        max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop after this many candidates."),
+        max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop when the model has cost this many USD."),
+        agent: Optional[str] = typer.Option(None, "--agent", help="auto, anthropic, openai, heuristic or replay."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model name for the anthropic/openai backends."),
+        base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (OpenAI-compatible server)."),
+        replay_from: Optional[str] = typer.Option(None, "--replay-from", help="Run or transcript to replay."),
+        seed_kernel: Optional[str] = typer.Option(None, "--seed-kernel", help="Starting kernel folder."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the agent's own choices."),
+        resume: Optional[str] = typer.Option(None, "--resume", help="Continue a stopped run (id, path or latest)."),
+        device: Optional[str] = typer.Option(None, "--device", help="cuda, or interpret (Triton interpreter on CPU)."),
+        config: Optional[str] = typer.Option(None, "--config", help="YAML run configuration."),
+        runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Where runs are stored (default: runs)."),
+        allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the agent a shell tool in the workspace."),
+        quiet: bool = typer.Option(False, "--quiet", help="Plain log lines instead of the live dashboard."),
+    ) -> None:
+        """Evolve a kernel: the agent edits, the evaluator scores, the lineage keeps every candidate."""
+        overrides = {
+            "kernel": kernel, "gpu": gpu, "device": device, "seed_kernel": seed_kernel, "seed": seed,
+            "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
+            "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
+            "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
+        }
+        if replay_from is not None and agent is None:
+            overrides["agent.kind"] = "replay"
+        raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet))

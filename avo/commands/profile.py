@@ -1,0 +1,75 @@
+"""`avo profile` (Nsight Compute summary of one bench case) and `avo inspect` (compile facts, no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from avo.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)
+    app.command("inspect")(inspect)
+
+
+def _candidate(path: Path) -> Path:
+    if not path.is_dir():
+        raise UserError(f"candidate folder not found: {path}")
+    if not (path / "kernel.py").is_file():
+        raise UserError(f"{path} has no kernel.py: a candidate is a folder whose kernel.py defines the task's entry")
+    return path.resolve()
+
+
+def profile(
+    candidate: Path = typer.Argument(..., help="Candidate folder (holds kernel.py)."),
+    kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
+    case: int = typer.Option(0, "--case", help="Index of the bench case to profile."),
+    gpu: str = typer.Option("auto", "--gpu", help="GPU profile for the roofline: auto, h100, h200 or b200."),
+    run: str | None = typer.Option(None, "--run", help="Keep the raw ncu CSV in this run's profiles/ (id, path, latest)."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds before ncu is stopped."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Profile one bench case of CANDIDATE with Nsight Compute and print a compact summary."""
+    from avo.gpus import nvml_device_name, resolve
+    from avo.profile.ncu import profile_candidate
+
+    folder = _candidate(candidate)
+    if case < 0:
+        raise UserError(f"--case must be 0 or more (got {case})")
+    if nvml_device_name() is None:
+        raise UserError("avo profile needs an NVIDIA GPU and none was found: `avo inspect` reports registers, spills "
+                        "and the instruction mix without one")
+    profile_gpu = resolve(gpu, "cuda")
+    out_dir = None
+    if run is not None:
+        from avo.run import Run
+
+        out_dir = Run.open(run, runs_dir).profiles_dir
+    result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=case, out_dir=out_dir, timeout_s=timeout)
+    if as_json:
+        print(json.dumps(result.summary, indent=2))
+        return
+    print(result.text)
+    print(f"(profiled in {result.seconds:.1f} s" + (f"; raw report {result.csv_path})" if result.csv_path else ")"))
+
+
+def inspect(
+    candidate: Path = typer.Argument(..., help="Candidate folder (holds kernel.py, and any .cu files)."),
+    kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
+    gpu: str = typer.Option("h200", "--gpu", help="Compile target by GPU profile: h100, h200 (sm_90a) or b200 (sm_100a)."),
+    case: int = typer.Option(0, "--case", help="Bench case whose shapes pick the constexprs the wrapper uses."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report (histograms included) as JSON."),
+) -> None:
+    """Compile CANDIDATE's kernels for a GPU without running them: registers, spills, shared memory, SASS/PTX mix."""
+    from avo.gpus import resolve
+    from avo.profile.compiler import inspect_candidate
+
+    folder = _candidate(candidate)
+    if case < 0:
+        raise UserError(f"--case must be 0 or more (got {case})")
+    report = inspect_candidate(folder, kernel, gpu=resolve(gpu, "interpret"), case_index=case)
+    print(json.dumps(report.data, indent=2) if as_json else report.text)

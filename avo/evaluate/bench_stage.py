@@ -1,0 +1,159 @@
+"""The bench stage of the worker: each bench case checked once, then timed interleaved with the library.
+
+Timed calls run unwatched (no dispatch modes: they would cost time), so they are held to account afterwards: two of
+them per candidate and case (the last and a random one) are checked against the reference on the inputs they were
+given (`check.timed_output`), and work left running on a side stream when the call returned is caught by the
+device-wide synchronize in timing.py (`runtime.side_stream`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from avo.evaluate.correctness import CaseFailure, verify_output
+from avo.evaluate.timing import Contender, InputRotation, time_interleaved
+
+SIDE_STREAM_RELATIVE = 0.05
+SIDE_STREAM_ABSOLUTE_MS = 0.03
+"""A candidate's device-busy time past its end event may exceed the library's by this much (5% + 30 µs) at most."""
+LIBRARY = "library"
+
+
+class _CandidateRaised(Exception):
+    def __init__(self, index: int, exc: BaseException):
+        super().__init__(str(exc))
+        self.index, self.exc = index, exc
+
+
+class SpotChecks:
+    """Keeps, per candidate, the output of its last timed call and of one timed call drawn at random."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.count: dict[str, int] = {}
+        self.last: dict[str, tuple[int, Any]] = {}
+        self.sample: dict[str, tuple[int, Any]] = {}
+
+    def observe(self, name: str, i: int, args: tuple, out: Any) -> None:
+        if name == LIBRARY:
+            return
+        n = self.count[name] = self.count.get(name, 0) + 1
+        self.last[name] = (i, out)
+        if self.rng.randrange(n) == 0:
+            self.sample[name] = (i, out)
+
+    def kept(self, name: str) -> list[tuple[int, Any]]:
+        picks = [p for p in (self.sample.get(name), self.last.get(name)) if p is not None]
+        return list({i: (i, out) for i, out in picks}.values())
+
+
+def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
+    from avo.evaluate import guards
+    from avo.evaluate.worker import Verdict, check_case, classify
+
+    task = ctx.task
+    merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
+    sets = max(1, int(ctx.config.get("input_sets", 3)))
+    for ci, case in enumerate(task.cases(ctx.bench_suite)):
+        live = [c for c in cands if c.passing]
+        if not live:
+            return
+        ctx.progress.mark("bench", case.name)
+        sources = [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci + k, ctx.tensor_device)
+                   for k in range(sets)]
+        rows = {}
+        case_forbidden = None
+        for cand in live:
+            if merged:
+                rows[cand.index] = next(r for r in cand.result.cases if r.case == case.name)
+                continue
+            if case_forbidden is None:
+                case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
+            try:
+                row = check_case(ctx, cand, case, sources[0], case_forbidden, ctx.bench_suite)
+            except Verdict as verdict:
+                cand.finish(verdict)
+                continue
+            cand.result.cases.append(row)
+            if row.correct:
+                rows[cand.index] = row
+        timed = [c for c in live if c.passing and c.index in rows]
+        while timed:
+            try:
+                _time_case(ctx, case, timed, rows, sources, seed=ctx.seed + ci)
+                break
+            except _CandidateRaised as raised:
+                cand = next(c for c in timed if c.index == raised.index)
+                cand.finish(classify(raised.exc, cand, f"timed call on case {case.name}"))
+                timed = [c for c in timed if c.passing]
+        del sources
+        _release_memory(ctx)
+    for cand in cands:
+        if cand.passing:
+            try:
+                cand.sentinel.verify("bench")
+            except guards.Rejection as exc:
+                cand.finish(Verdict("rejected", exc.rule, exc.message))
+
+
+def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, seed: int) -> None:
+    from avo.evaluate.worker import Verdict
+
+    task = ctx.task
+    rotation = InputRotation(sources, seed)
+    spots = SpotChecks(seed)
+
+    def runner(cand):
+        def run(args):
+            try:
+                return task.call(cand.entry, args)
+            except Exception as exc:
+                raise _CandidateRaised(cand.index, exc) from exc
+        return run
+
+    contenders = [Contender(f"candidate{c.index}", rotation, runner(c)) for c in timed]
+    contenders.insert(1, Contender(LIBRARY, rotation, lambda args: task.library(*args)))
+    cfg = ctx.config
+    measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
+                                warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
+                                on_output=spots.observe)
+    lib = measured[LIBRARY]
+    flops = task.flops(case)
+    shape, dtype = task.output_like(case, sources[0])
+    for cand in timed:
+        name = f"candidate{cand.index}"
+        mine = measured[name]
+        if ctx.device == "cuda":
+            excess = mine.sync_gap_ms - lib.sync_gap_ms
+            if excess > SIDE_STREAM_RELATIVE * mine.ms + SIDE_STREAM_ABSOLUTE_MS:
+                cand.finish(Verdict("rejected", "runtime.side_stream", (
+                    f"case {case.name}: the GPU stayed busy {excess:.3f} ms longer after the call returned than "
+                    f"after the library's (the call's own stream took {mine.ms:.3f} ms): work on a side stream must "
+                    "be joined to the current stream before returning")))
+                continue
+        row = rows[cand.index]
+        for i, out in spots.kept(name):
+            ref = task.reference(*rotation.rebuild(i))
+            try:
+                verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=out.device,
+                              tolerance=row.tolerance or task.tolerance(case.dtype), case=case.name)
+            except CaseFailure as failure:
+                cand.failures.append(CaseFailure("check.timed_output", (
+                    f"timed call {i}: {failure.message} (a timed output must match the reference for the inputs "
+                    "of that call: no caching, no dependence on earlier calls)")))
+                row.correct, row.message = False, cand.failures[-1].message
+                break
+        row.ms, row.library_ms = mine.ms, lib.ms
+        row.spread, row.library_spread = mine.spread, lib.spread
+        row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
+        row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 else None
+        row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 else None
+
+
+def _release_memory(ctx: Any) -> None:
+    if ctx.device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()

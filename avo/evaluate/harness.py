@@ -1,0 +1,186 @@
+"""The parent side of an evaluation: spawn the worker, watch its stages, kill it when it overstays, read its verdict.
+
+The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group), from an empty folder,
+with API keys, tokens and other secrets removed from its environment. Stage limits come from EvalConfig: import
+(import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed when one is exceeded. A child
+that dies without a result is a crash, reported with its signal and the tail of its stderr. Nothing the candidate does
+can raise here: every outcome is an EvalResult.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from avo.config import EvalConfig
+from avo.evaluate.result import EvalResult
+from avo.gpus import GpuProfile
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "HF_")
+STAGE_GROUP = {"start": "import", "static": "import", "import": "import", "compile": "import", "check": "check",
+               "bench": "bench", "done": "done"}
+DONE_GRACE_S = 60.0
+"""How long the worker may take to exit after writing its result."""
+POLL_S = 0.05
+STDERR_TAIL = 3000
+
+
+def scrubbed_env(device: str) -> dict[str, str]:
+    """The parent's environment minus anything that looks like a credential; TRITON_INTERPRET set by device."""
+    env = {}
+    for name, value in os.environ.items():
+        upper = name.upper()
+        if any(m in upper for m in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES):
+            continue
+        env[name] = value
+    env.pop("TRITON_INTERPRET", None)
+    if device == "interpret":
+        env["TRITON_INTERPRET"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Evaluator:
+    """Scores candidates for one task on one device; each evaluation in a fresh child process."""
+
+    def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None):
+        self.task_spec = task_spec
+        self.device = device
+        self.gpu = gpu
+        self.config = config or EvalConfig()
+
+    def evaluate(self, candidate_dir: Path) -> EvalResult:
+        return self._spawn([Path(candidate_dir)], mode="evaluate")[0]
+
+    def confirm(self, candidate_dir: Path, incumbent_dir: Path) -> tuple[EvalResult, EvalResult]:
+        """Both re-run in one child, timed interleaved with each other and the library."""
+        first, second = self._spawn([Path(candidate_dir), Path(incumbent_dir)], mode="confirm")
+        return first, second
+
+    def suites(self) -> tuple[str, str]:
+        """(check suite, bench suite or ''): under the interpreter the tiny suite is checked and timed."""
+        cfg = self.config
+        if self.device == "interpret" and cfg.bench_suite:
+            return "tiny", "tiny"
+        return cfg.check_suite, cfg.bench_suite
+
+    def limits(self) -> dict[str, float]:
+        cfg = self.config
+        return {"import": cfg.import_timeout_s, "check": cfg.check_timeout_s, "bench": cfg.bench_timeout_s,
+                "done": DONE_GRACE_S}
+
+    def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="avo-eval-") as tmp:
+            tmp_path = Path(tmp)
+            check_suite, bench_suite = self.suites()
+            request = {
+                "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
+                "candidates": [str(p.resolve()) for p in candidate_dirs],
+                "check_suite": check_suite, "bench_suite": bench_suite, "seed": self.config.seed,
+                "config": self.config.model_dump(mode="json"),
+                "result_path": str(tmp_path / "result.json"), "progress_path": str(tmp_path / "progress"),
+            }
+            (tmp_path / "request.json").write_text(json.dumps(request))
+            (tmp_path / "progress").touch()
+            workdir = tmp_path / "cwd"
+            workdir.mkdir()
+            with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],
+                    cwd=workdir, env=scrubbed_env(self.device), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True,
+                )
+                try:
+                    timed_out = self._watch(proc, tmp_path / "progress")
+                finally:
+                    _kill_group(proc)
+            results = self._collect(proc, tmp_path, timed_out, len(candidate_dirs))
+        wall = round(time.monotonic() - started, 3)
+        for r in results:
+            r.wall_s = wall
+        return results
+
+    def _watch(self, proc: subprocess.Popen, progress: Path) -> tuple[str, str, float] | None:
+        """Polls until the child exits; (stage, case, limit) if it overstayed a stage and was killed."""
+        limits = self.limits()
+        stage, case, group, key = "start", "", "import", ("import", "0")
+        group_started = time.monotonic()
+        while proc.poll() is None:
+            marks = progress.read_text(errors="replace").splitlines()
+            if marks:
+                mark, mark_case, who = (marks[-1].split("\t") + ["", "", ""])[:3]
+                if mark in STAGE_GROUP:
+                    stage, case, group = mark, mark_case, STAGE_GROUP[mark]
+                    if (group, who) != key:  # a new stage group, or the next candidate's: its own limit
+                        key, group_started = (group, who), time.monotonic()
+            if time.monotonic() - group_started > limits[group]:
+                _kill_group(proc)
+                return stage, case, limits[group]
+            time.sleep(POLL_S)
+        return None
+
+    def _collect(self, proc, tmp_path: Path, timed_out, count: int) -> list[EvalResult]:
+        if timed_out is not None:
+            stage, case, limit = timed_out
+            group = STAGE_GROUP.get(stage, "import")
+            what = {"import": "importing the candidate and compiling its first launch", "check": "the check suite",
+                    "bench": "the bench suite", "done": "exiting"}[group]
+            where = f" (stage {stage}" + (f", case {case})" if case else ")")
+            message = (f"{what} did not finish within {limit:g} s{where}: an endless loop, a deadlock, or a kernel "
+                       "far slower than it should be")
+            rule = f"stage.{group if group != 'done' else 'bench'}"
+            return [self._failure("timeout", rule, message) for _ in range(count)]
+        result_path = tmp_path / "result.json"
+        try:
+            payload = json.loads(result_path.read_text())
+            results = [EvalResult.model_validate(r) for r in payload["results"]]
+            if len(results) == count:
+                return results
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return [self._crash(proc, tmp_path) for _ in range(count)]
+
+    def _crash(self, proc: subprocess.Popen, tmp_path: Path) -> EvalResult:
+        code = proc.returncode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code} without a result"
+        marks = (tmp_path / "progress").read_text(errors="replace").splitlines()
+        stage, case = ((marks[-1].split("\t") + ["", ""])[:2]) if marks else ("start", "")
+        where = f" during stage {stage}" + (f", case {case}" if case else "")
+        tail = (tmp_path / "stderr").read_bytes()[-STDERR_TAIL:].decode(errors="replace").strip()
+        message = f"the evaluation process {how}{where}" + (f"\n--- stderr (tail) ---\n{tail}" if tail else "")
+        return self._failure("crash", "crash", message)
+
+    def _failure(self, status: str, rule: str, message: str) -> EvalResult:
+        return EvalResult(status=status, rule=rule, message=message, device=self.device, gpu=self.gpu.name)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group (anything it spawned too); harmless if it is already gone."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def evaluate(candidate_dir: Path, task_spec: str, *, device: str, gpu: GpuProfile,
+             config: EvalConfig | None = None) -> EvalResult:
+    """One evaluation with a throwaway Evaluator."""
+    return Evaluator(task_spec, device=device, gpu=gpu, config=config).evaluate(Path(candidate_dir))

@@ -1,0 +1,289 @@
+"""The child side of an evaluation: `python -m avo.evaluate.worker REQUEST.json`.
+
+Runs in its own process group with a scrubbed environment (see harness.py). Order per candidate: static guards ->
+Sentinel -> import -> check suite (first launch marked as stage "compile") -> Sentinel.verify; then the bench stage
+times every passing candidate interleaved with the library. Stage starts are appended to a progress file, so the
+parent can apply per-stage limits and say where a candidate hung. The verdict is written to a result file opened
+before any candidate code runs (candidate code may print to stdout); then the process exits at once, so threads a
+candidate left behind cannot hold it open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from avo.evaluate import timing  # noqa: F401  (binds the clock before any candidate code runs)
+from avo.evaluate.correctness import CaseFailure, checked_call, poison_allocations, verify_output
+from avo.evaluate.loader import CandidateLoadError, load_entry, trimmed_traceback
+from avo.evaluate.result import CaseResult, EvalResult
+
+
+class Progress:
+    """Appends `stage<TAB>case<TAB>candidate` lines the parent polls."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def mark(self, stage: str, case: str = "", who: int = 0) -> None:
+        self.stream.write(f"{stage}\t{case}\t{who}\n")
+        self.stream.flush()
+
+
+class Verdict(Exception):
+    """Ends one candidate's evaluation with a final status (rejected, compile_error, crash)."""
+
+    def __init__(self, status: str, rule: str, message: str):
+        super().__init__(message)
+        self.status, self.rule, self.message = status, rule, message
+
+
+@dataclass
+class Candidate:
+    index: int
+    path: Path
+    result: EvalResult
+    entry: Any = None
+    sentinel: Any = None
+    failures: list[CaseFailure] = field(default_factory=list)
+    done: bool = False
+    """True once a final verdict is set (rejected, compile_error, crash): no further stage runs it."""
+
+    @property
+    def passing(self) -> bool:
+        return not self.done and not self.failures
+
+    def finish(self, verdict: Verdict) -> None:
+        self.result.status, self.result.rule, self.result.message = verdict.status, verdict.rule, verdict.message
+        self.done = True
+
+
+@dataclass
+class Context:
+    task: Any
+    device: str
+    """'cuda' or 'interpret'."""
+    gpu: Any
+    config: dict
+    seed: int
+    progress: Progress
+    check_suite: str
+    bench_suite: str
+
+    @property
+    def tensor_device(self) -> str:
+        return "cuda" if self.device == "cuda" else "cpu"
+
+
+def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
+    """What an exception raised by candidate code means for its status."""
+    from avo.evaluate.guards import Rejection
+
+    if isinstance(exc, Rejection):
+        return Verdict("rejected", exc.rule, exc.message)
+    name = type(exc).__name__
+    if type(exc).__module__.startswith("triton") and ("Compil" in name or "OutOfResources" in name):
+        return Verdict("compile_error", "compile", trimmed_traceback(exc, candidate.path, f"{doing}: Triton compile failed"))
+    return Verdict("crash", "crash", trimmed_traceback(exc, candidate.path, f"{doing} raised"))
+
+
+def load_candidate(ctx: Context, cand: Candidate) -> None:
+    from avo.evaluate import guards
+
+    ctx.progress.mark("static", who=cand.index)
+    with _stage(cand, "static"):
+        guards.check_static(cand.path, ctx.task.name)
+        cand.sentinel = guards.Sentinel(cand.path)
+    ctx.progress.mark("import", who=cand.index)
+    with _stage(cand, "import"):
+        try:
+            cand.entry = load_entry(cand.path, ctx.task.entry)
+        except CandidateLoadError as exc:
+            raise Verdict("compile_error", exc.rule, exc.message) from None
+        cand.sentinel.verify("import")
+
+
+def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
+    """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
+    task = ctx.task
+    with _stage(cand, "check"):
+        for i, case in enumerate(task.cases(ctx.check_suite)):
+            ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
+            inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
+            cand.result.cases.append(check_case(ctx, cand, case, inputs, forbidden, ctx.check_suite))
+        cand.sentinel.verify("check")
+
+
+def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
+               suite: str) -> CaseResult:
+    from avo.evaluate import guards
+
+    task = ctx.task
+    tolerance = task.tolerance(case.dtype)
+    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
+    ref = task.reference(*inputs)
+    before = guards.fingerprint(inputs)
+    try:
+        out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
+        guards.check_inputs_unchanged(before, inputs)
+    except Exception as exc:
+        raise classify(exc, cand, f"case {case.name}") from None
+    shape, dtype = task.output_like(case, inputs)
+    device = next((x.device for x in inputs if hasattr(x, "device")), None)
+    try:
+        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
+                                    tolerance=tolerance, case=case.name)
+        row.correct = True
+    except CaseFailure as failure:
+        row.correct, row.message = False, failure.message
+        if failure.rule == "check.mismatch":
+            from avo.tasks import relative_error
+
+            row.rel_err = relative_error(out, ref)
+        cand.failures.append(failure)
+    return row
+
+
+def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
+    from avo.evaluate.result import geomean
+
+    r = cand.result
+    if cand.done:
+        r.fitness = 0.0
+        return r
+    if cand.failures:
+        first = cand.failures[0]
+        r.status, r.rule, r.fitness = "incorrect", first.rule, 0.0
+        failed = [c.case for c in r.cases if c.correct is False]
+        r.message = first.message + (f" ({len(failed)} cases failed: {', '.join(failed[:8])})" if len(failed) > 1 else "")
+        return r
+    r.status, r.rule = "correct", None
+    r.fitness = geomean([c.speedup for c in r.bench_cases()]) if timed else 0.0
+    r.timing_source = ("gpu" if ctx.device == "cuda" else "interpreter") if timed else "none"
+    flags = []
+    for c in r.bench_cases():
+        if c.tflops is not None and c.tflops > ctx.gpu.peak_bf16_tflops:
+            flags.append(f"{c.case}: {c.tflops:.0f} TFLOPS exceeds the {ctx.gpu.name} peak of "
+                         f"{ctx.gpu.peak_bf16_tflops:.0f}")
+        elif c.speedup is not None and c.speedup > 3.0:
+            flags.append(f"{c.case}: {c.speedup:.2f}x the library")
+    if flags:
+        r.suspicious, r.suspicious_reason = True, "; ".join(flags)
+    return r
+
+
+def run(request: dict, progress: Progress) -> list[EvalResult]:
+    from avo import tasks
+    from avo.evaluate.bench_stage import bench
+    from avo.evaluate.guards import Rejection
+    from avo.gpus import PROFILES
+
+    task = tasks.load(request["task"])
+    bench_suite = request.get("bench_suite") or ""
+    seed = request["seed"] if request.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
+    ctx = Context(task=task, device=request["device"], gpu=PROFILES[request["gpu"]], config=request["config"],
+                  seed=seed, progress=progress, check_suite=request["check_suite"], bench_suite=bench_suite)
+    base = _base_fields(ctx)
+    cands = [Candidate(i, Path(p).resolve(), EvalResult(status="crash", **base))
+             for i, p in enumerate(request["candidates"])]
+    # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
+    # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
+    forbidden = _forbidden(ctx)
+    for cand in cands:
+        try:
+            load_candidate(ctx, cand)
+            check_candidate(ctx, cand, forbidden)
+        except Verdict as verdict:
+            cand.finish(verdict)
+        except Rejection as exc:
+            cand.finish(Verdict("rejected", exc.rule, exc.message))
+    timed = bool(bench_suite) and any(c.passing for c in cands)
+    if timed:
+        progress.mark("bench")
+        started = time.perf_counter()
+        bench(ctx, [c for c in cands if c.passing], forbidden)
+        for cand in cands:
+            cand.result.stage_s["bench"] = round(time.perf_counter() - started, 3)
+    return [finalize(ctx, c, timed) for c in cands]
+
+
+def _forbidden(ctx: Context) -> frozenset[str]:
+    """The compute ops of the reference and the library over every check case (a backend may depend on shape)."""
+    from avo.evaluate import guards
+
+    task = ctx.task
+    sets = [task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
+            for i, case in enumerate(task.cases(ctx.check_suite))]
+    forbidden = guards.forbidden_ops(lambda: [(task.reference(*x), task.library(*x)) for x in sets])
+    with poison_allocations():  # its first use, too, belongs before the Sentinel
+        task.make_inputs(task.cases(ctx.check_suite)[0], ctx.seed, ctx.tensor_device)
+    return forbidden
+
+
+def _base_fields(ctx: Context) -> dict:
+    import torch
+    import triton
+
+    versions = {"python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
+                "cuda": torch.version.cuda or "none"}
+    versions["gpu_device"] = torch.cuda.get_device_name() if ctx.device == "cuda" else "none (interpreter)"
+    return {"device": ctx.device, "gpu": ctx.gpu.name, "library": ctx.task.library_name(), "versions": versions,
+            "seed": ctx.seed}
+
+
+class _stage:
+    """Adds the stage's seconds to the candidate's result."""
+
+    def __init__(self, cand: Candidate, name: str):
+        self.cand, self.name = cand, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        spent = time.perf_counter() - self.start
+        self.cand.result.stage_s[self.name] = round(self.cand.result.stage_s.get(self.name, 0.0) + spent, 3)
+        return False
+
+
+def _no_core_dumps() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    request_path = Path(argv[0])
+    request = json.loads(request_path.read_text())
+    request_path.unlink(missing_ok=True)
+    _no_core_dumps()
+    result_file = open(request["result_path"], "w")
+    progress = Progress(open(request["progress_path"], "a"))
+    results = run(request, progress)
+    result_file.write('{"results": [' + ", ".join(r.model_dump_json() for r in results) + "]}")
+    result_file.flush()
+    os.fsync(result_file.fileno())
+    progress.mark("done")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    # Run from the module's own import, not from __main__, so the other stage modules share its classes.
+    from avo.evaluate import worker as _worker
+
+    _worker.main()

@@ -1,0 +1,483 @@
+"""The lineage: every candidate of a run as a commit in a bare git repository (`runs/<id>/lineage`).
+
+One commit per candidate, whatever its status: the candidate's files plus `avo.json` (id, parent, model, rationale,
+evaluation summary). The commit's parent is the parent candidate's commit, its author the model, its message a summary
+line and `Avo-*` trailers. Refs: `refs/avo/<cid>` for every candidate, `refs/accepted/<cid>` once accepted, branch
+`main` (the incumbent line), tags `baseline` and `best`. Git holds the truth; nothing here is duplicated in JSON.
+
+Crash safety: objects are written first (each one atomically, by rename), the candidate's ref last, so a process killed
+at any point leaves either the whole candidate or only unreferenced objects that `git fsck` does not mind. Ref updates
+that belong together (accept: marker, best, main) go through one `git update-ref --stdin` transaction.
+One writer per lineage (the run lock guarantees it); any number of readers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import git
+from git.objects.fun import tree_to_stream
+from gitdb import LooseObjectDB
+from gitdb.base import IStream
+
+from avo.errors import UserError
+from avo.evaluate.result import EvalResult
+
+RECORD_FILE = "avo.json"
+CID_PATTERN = re.compile(r"c\d{4,}")
+_REV_PATTERN = re.compile(r"(best|baseline|main|c\d{4,})([~^].*)?")
+_SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ipynb_checkpoints"}
+_TRAILER = re.compile(r"(Avo-[A-Za-z-]+): ?(.*)")
+_PACK_REFS_EVERY = 500  # loose refs are packed now and then so listing 10,000 candidates stays one file read
+_COMMITTER = git.Actor("avo", "avo@localhost")
+_CONTENTS_FORMAT = "%(refname)%00%(objectname)%00%(authorname)%00%(authordate:iso-strict)%00%(contents)%00"
+
+
+def cid_for(number: int) -> str:
+    return f"c{number:04d}"
+
+
+def cid_number(cid: str) -> int:
+    return int(cid[1:])
+
+
+@dataclass
+class CandidateInfo:
+    cid: str
+    parent: str | None
+    status: str
+    fitness: float
+    accepted: bool
+    summary: str
+    model: str
+    rationale: str
+    created: str
+    sha: str
+
+
+def candidate_files(src_dir: Path) -> list[tuple[str, Path]]:
+    """(relative posix path, file) of what a candidate consists of: regular files, no caches, no hidden names."""
+    found = []
+    for root, dirs, files in os.walk(src_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        for name in files:
+            path = Path(root, name)
+            rel = path.relative_to(src_dir).as_posix()
+            if name.startswith(".") or name.endswith(".pyc") or rel == RECORD_FILE or path.is_symlink():
+                continue
+            found.append((rel, path))
+    return sorted(found)
+
+
+def content_hash(src_dir: Path) -> str:
+    """Hash of a candidate's files (paths, executable bits, bytes): equal for identical sources."""
+    digest = hashlib.sha256()
+    for rel, path in candidate_files(src_dir):
+        data = path.read_bytes()
+        executable = bool(path.stat().st_mode & stat.S_IXUSR)
+        digest.update(f"{rel}\0{int(executable)}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
+def record_for(cid: str, parent: str | None, result: EvalResult, model: str, rationale: str, created: str,
+               content: str) -> dict:
+    """The avo.json committed with a candidate: provenance plus a compact evaluation summary."""
+    keep = ("case", "suite", "dtype", "correct", "rel_err", "ms", "library_ms", "tflops", "library_tflops", "speedup")
+    cases = [{k: v for k, v in case.model_dump().items() if k in keep and v is not None} for case in result.cases]
+    return {
+        "cid": cid, "parent": parent, "model": model, "rationale": rationale, "created": created,
+        "content_hash": content,
+        "eval": {
+            "status": result.status, "rule": result.rule, "message": result.message[:4000],
+            "fitness": result.fitness, "suspicious": result.suspicious,
+            "suspicious_reason": result.suspicious_reason, "timing_source": result.timing_source,
+            "device": result.device, "gpu": result.gpu, "library": result.library, "seed": result.seed,
+            "cases": cases,
+        },
+    }
+
+
+def message_for(cid: str, parent: str | None, result: EvalResult, rationale: str, content: str) -> str:
+    """Commit message: one summary line, the rationale, then the trailers `git log` and the scans read back."""
+    summary = " ".join(result.summary().split())[:200]
+    parts = [f"{cid}: {summary}"]
+    if rationale:
+        parts.append(rationale)
+    parts.append("\n".join([
+        f"Avo-Candidate: {cid}", f"Avo-Parent: {parent or 'none'}", f"Avo-Status: {result.status}",
+        f"Avo-Fitness: {result.fitness!r}", f"Avo-Content: {content}",
+    ]))
+    return "\n\n".join(parts) + "\n"
+
+
+def tidy_rationale(text: str) -> str:
+    # paragraphs are separated by exactly one blank line so the message parses back unchanged
+    return re.sub(r"\n{3,}", "\n\n", text.replace("\r\n", "\n")).strip()
+
+
+def model_name(model: str) -> str:
+    return re.sub(r"[<>\n\r]", "", model).strip() or "unknown"
+
+
+def parse_message(message: str) -> tuple[str, str, dict[str, str]]:
+    """(summary, rationale, trailers) of a candidate commit message."""
+    paragraphs = message.strip().split("\n\n")
+    lines = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
+    matches = [_TRAILER.fullmatch(line) for line in lines]
+    trailers = {m.group(1): m.group(2) for m in matches if m} if lines and all(matches) else {}
+    body = paragraphs[1:-1] if trailers else paragraphs[1:]
+    subject = paragraphs[0].split("\n")[0]
+    cid = trailers.get("Avo-Candidate", "")
+    summary = subject[len(cid) + 2:] if cid and subject.startswith(f"{cid}: ") else subject
+    return summary, "\n\n".join(body), trailers
+
+
+class Lineage:
+    """A run's candidates in git. `on_change(event)` is told of every commit, accept, rollback and baseline."""
+
+    def __init__(self, path: Path, on_change: Callable[[dict], None] | None = None):
+        self.path = Path(path)
+        self.on_change = on_change
+        try:
+            self.repo = git.Repo(self.path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UserError(f"{self.path} is not a lineage (no git repository there)") from None
+        # written in-process, each object to a temporary file renamed into place; GitPython's default store pipes
+        # into `git hash-object --literally`, which turns a killed writer's truncated input into a malformed object
+        self._objects = LooseObjectDB(str(self.path / "objects"))
+        self._recovered = False
+        self._contents: dict[str, str] | None = None  # content hash -> cid, built from one scan
+        self._contents_count = 0
+
+    @classmethod
+    def init(cls, path: Path, on_change: Callable[[dict], None] | None = None) -> Lineage:
+        path = Path(path)
+        git.Repo.init(path, bare=True, initial_branch="main")
+        settings = {
+            "core.logAllRefUpdates": "always",  # main's reflog records every accept and rollback
+            "gc.reflogExpire": "never", "gc.reflogExpireUnreachable": "never",
+            "user.name": _COMMITTER.name, "user.email": _COMMITTER.email, "avo.lineage": "1",
+        }
+        for key, value in settings.items():
+            run_git(path, "config", key, value)
+        (path / "description").write_text("avo lineage: one commit per candidate; see refs/avo/*\n")
+        return cls(path, on_change)
+
+    @classmethod
+    def open(cls, path: Path, on_change: Callable[[dict], None] | None = None) -> Lineage:
+        return cls(Path(path), on_change)
+
+    def close(self) -> None:
+        self.repo.close()
+
+    # -- writing ----------------------------------------------------------------------------------------------------
+
+    def commit(self, src_dir: Path, *, parent: str | None, result: EvalResult, model: str, rationale: str) -> str:
+        """Store the files of `src_dir` as a new candidate; returns its id ("c0007")."""
+        self._recover()
+        src_dir = Path(src_dir)
+        if not src_dir.is_dir():
+            raise UserError(f"candidate folder not found: {src_dir}")
+        parents = [self._sha_of_cid(parent)] if parent else []
+        refs = self._refs()
+        cid = cid_for(max((cid_number(c) for c in refs["avo"]), default=-1) + 1)
+        content = content_hash(src_dir)
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rationale, model = tidy_rationale(rationale), model_name(model)
+        record = record_for(cid, parent, result, model, rationale, created, content)
+        tree = self._write_tree(src_dir, json.dumps(record, indent=1).encode() + b"\n")
+        commit = self._write_commit(tree, message_for(cid, parent, result, rationale, content), parents, model)
+        # the ref is the commit point: before it, only unreferenced objects exist
+        self._update_refs([f"create refs/avo/{cid} {commit}"], f"candidate {cid}")
+        if self._contents is not None:
+            self._contents.setdefault(content, cid)
+            self._contents_count += 1
+        if (len(refs["avo"]) + 1) % _PACK_REFS_EVERY == 0:
+            run_git(self.path, "pack-refs", "--all")
+        self._notify(kind="commit", cid=cid, parent=parent, status=result.status, fitness=result.fitness,
+                     sha=commit)
+        return cid
+
+    def accept(self, cid: str) -> None:
+        """`main` and `best` move to `cid`, which is marked accepted. Only correct candidates can be accepted."""
+        self._recover()
+        info = self.info(cid)
+        if info.status != "correct":
+            raise UserError(f"{cid} is {info.status}: only a correct candidate can be accepted")
+        previous_best = self._ref_sha("refs/tags/best")
+        self._update_refs([f"update refs/accepted/{cid} {info.sha}", f"update refs/tags/best {info.sha}",
+                           f"update refs/heads/main {info.sha}"], f"accept {cid}")
+        self._notify(kind="accept", cid=cid, fitness=info.fitness, sha=info.sha, previous_best_sha=previous_best,
+                     was_accepted=info.accepted)
+
+    def tag_baseline(self, cid: str) -> None:
+        """Tag the starting point; `main` starts there too if it does not exist yet."""
+        self._recover()
+        sha = self._sha_of_cid(cid)
+        updates = [f"update refs/tags/baseline {sha}"]
+        if self._ref_sha("refs/heads/main") is None:
+            updates.append(f"create refs/heads/main {sha}")
+        self._update_refs(updates, f"baseline {cid}")
+        self._notify(kind="baseline", cid=cid, sha=sha)
+
+    def rollback(self, cid: str) -> None:
+        """`main` goes back to `cid`. Every candidate keeps its ref, so nothing becomes unreachable."""
+        self._recover()
+        cid = self.resolve(cid)
+        sha = self._sha_of_cid(cid)
+        self._update_refs([f"update refs/heads/main {sha}"], f"rollback to {cid}")
+        self._notify(kind="rollback", cid=cid, sha=sha)
+
+    # -- reading ----------------------------------------------------------------------------------------------------
+
+    @property
+    def best(self) -> str | None:
+        return self._cid_at("refs/tags/best")
+
+    @property
+    def baseline(self) -> str | None:
+        return self._cid_at("refs/tags/baseline")
+
+    @property
+    def main(self) -> str | None:
+        return self._cid_at("refs/heads/main")
+
+    def __len__(self) -> int:
+        return len(self._refs()["avo"])
+
+    def cids(self) -> list[str]:
+        return sorted(self._refs()["avo"], key=cid_number)
+
+    def resolve(self, rev: str) -> str:
+        """`best`, `baseline`, `main`, a cid, any of them with `^`/`~N`, or any git revision -> cid."""
+        rev = rev.strip()
+        if not rev or rev.startswith("-"):
+            raise UserError(f"'{rev}' is not a candidate or revision")
+        named = _REV_PATTERN.fullmatch(rev)
+        if named:
+            name, suffix = named.group(1), named.group(2) or ""
+            ref = {"best": "refs/tags/best", "baseline": "refs/tags/baseline", "main": "refs/heads/main"}.get(
+                name, f"refs/avo/{name}")
+            if self._ref_sha(ref) is None:
+                what = {"best": "no best candidate yet (nothing accepted)", "baseline": "no baseline tagged yet",
+                        "main": "no main branch yet"}.get(name, f"unknown candidate '{name}' (see: avo show RUN)")
+                raise UserError(what)
+            if not suffix:
+                return self._cid_at(ref)
+            rev = ref + suffix
+        try:
+            sha = run_git(self.path, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        except subprocess.CalledProcessError:
+            raise UserError(f"'{rev}' names no candidate (no parent there, or not a revision)") from None
+        return self._cid_of_sha(sha, rev)
+
+    def info(self, cid: str) -> CandidateInfo:
+        cid = self._checked_cid(cid)
+        return self._scan([f"refs/avo/{cid}"])[0]
+
+    def log(self, limit: int | None = None) -> list[CandidateInfo]:
+        """Candidates, newest first."""
+        if limit is None:
+            return self._scan(["refs/avo/"])
+        newest = self.cids()[::-1][:max(limit, 0)]
+        return self._scan([f"refs/avo/{c}" for c in newest]) if newest else []
+
+    def record(self, cid: str) -> dict:
+        """The avo.json committed with a candidate."""
+        tree = self.repo.commit(self._sha_of_cid(cid)).tree
+        return json.loads(tree[RECORD_FILE].data_stream.read())
+
+    def files(self, cid: str) -> list[tuple[str, int]]:
+        """(path, size in bytes) of a candidate's files."""
+        tree = self.repo.commit(self._sha_of_cid(cid)).tree
+        return [(b.path, b.size) for b in tree.traverse() if b.type == "blob" and b.path != RECORD_FILE]
+
+    def find_duplicate(self, src_dir: Path) -> str | None:
+        """The first candidate whose files are identical to those of `src_dir`, if any."""
+        count = len(self)
+        if self._contents is None or self._contents_count != count:  # another writer added candidates
+            self._contents = {}
+            out = run_git(self.path, "for-each-ref", "--format=%(refname:lstrip=2) %(trailers:key=Avo-Content,"
+                           "valueonly,separator=)", "refs/avo/")
+            for line in sorted(out.splitlines(), key=lambda line: cid_number(line.split()[0])):
+                cid, _, content = line.partition(" ")
+                self._contents.setdefault(content.strip(), cid)
+            self._contents_count = count
+        return self._contents.get(content_hash(Path(src_dir)))
+
+    def diff(self, a: str, b: str, *, stat: bool = False) -> str:
+        """Unified diff of two candidates' files (avo.json left out), a -> b."""
+        sha_a, sha_b = self._sha_of_cid(self.resolve(a)), self._sha_of_cid(self.resolve(b))
+        args = ["diff", "--no-color", "--no-ext-diff", *(["--stat"] if stat else []), sha_a, sha_b,
+                "--", ".", f":(exclude){RECORD_FILE}"]
+        return run_git(self.path, *args)
+
+    def checkout(self, cid: str, dest: Path) -> None:
+        """Make `dest` hold exactly the candidate's files."""
+        tree = self.repo.commit(self._sha_of_cid(self.resolve(cid))).tree
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        for child in dest.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        for blob in tree.traverse():
+            if blob.type != "blob" or blob.path == RECORD_FILE:
+                continue
+            target = dest / blob.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.data_stream.read())
+            if blob.mode & 0o111:
+                target.chmod(0o755)
+
+    def stats(self) -> dict:
+        """Counts for summaries, from one scan: candidates, ok, failed, accepted, best and its fitness."""
+        infos = self._scan(["refs/avo/"])
+        best = self.best
+        best_info = next((i for i in infos if i.cid == best), None)
+        return {
+            "candidates": len(infos), "ok": sum(i.status == "correct" for i in infos),
+            "failed": sum(i.status != "correct" for i in infos), "accepted": sum(i.accepted for i in infos),
+            "best": best, "best_fitness": best_info.fitness if best_info else None,
+            "best_sha": best_info.sha if best_info else None,
+            "last_cid": infos[0].cid if infos else None,
+        }
+
+    def ref_sha(self, ref: str) -> str | None:
+        """Where a ref points, read without running git (for cheap freshness checks)."""
+        return self._ref_sha(ref)
+
+    # -- internals --------------------------------------------------------------------------------------------------
+
+    def _notify(self, **event) -> None:
+        if self.on_change is not None:
+            self.on_change(event)
+
+    def _recover(self) -> None:
+        """A writer killed mid-update leaves `*.lock` files that would block every later update of those refs."""
+        if self._recovered:
+            return
+        stale = [*self.path.joinpath("refs").rglob("*.lock"), self.path / "packed-refs.lock", self.path / "HEAD.lock"]
+        for lock in stale:
+            lock.unlink(missing_ok=True)
+        self._recovered = True
+
+    def _write_tree(self, src_dir: Path, record: bytes) -> str:
+        odb = self._objects
+        root: dict = {RECORD_FILE: (odb.store(IStream(b"blob", len(record), io.BytesIO(record))).binsha, 0o100644)}
+        for rel, path in candidate_files(src_dir):
+            data = path.read_bytes()
+            mode = 0o100755 if path.stat().st_mode & stat.S_IXUSR else 0o100644
+            node = root
+            *dirs, name = rel.split("/")
+            for d in dirs:
+                node = node.setdefault(d, {})
+            node[name] = (odb.store(IStream(b"blob", len(data), io.BytesIO(data))).binsha, mode)
+        return self._store_tree(root).hex()
+
+    def _write_commit(self, tree: str, message: str, parents: list[str], model: str) -> str:
+        when = f"{int(time.time())} +0000"
+        lines = [f"tree {tree}", *(f"parent {p}" for p in parents),
+                 f"author {model} <{_COMMITTER.email}> {when}",
+                 f"committer {_COMMITTER.name} <{_COMMITTER.email}> {when}", "", message]
+        data = "\n".join(lines).encode()
+        return self._objects.store(IStream(b"commit", len(data), io.BytesIO(data))).binsha.hex()
+
+    def _store_tree(self, node: dict) -> bytes:
+        entries = []
+        for name, value in node.items():
+            if isinstance(value, dict):
+                entries.append((self._store_tree(value), 0o040000, name))
+            else:
+                entries.append((value[0], value[1], name))
+        # git orders tree entries bytewise, a subtree as if its name ended in "/"
+        entries.sort(key=lambda e: e[2].encode() + (b"/" if e[1] == 0o040000 else b""))
+        buffer = io.BytesIO()
+        tree_to_stream(entries, buffer.write)
+        data = buffer.getvalue()
+        return self._objects.store(IStream(b"tree", len(data), io.BytesIO(data))).binsha
+
+    def _update_refs(self, updates: list[str], message: str) -> None:
+        script = "".join(f"{u}\n" for u in updates)
+        try:
+            run_git(self.path, "update-ref", "-m", message, "--stdin", stdin=script)
+        except subprocess.CalledProcessError as exc:
+            detail = (exc.stderr or "").strip().splitlines()
+            raise UserError(f"lineage {self.path}: could not {message}: {detail[-1] if detail else exc} "
+                            "(is another process writing to this run?)") from None
+
+    def _refs(self) -> dict[str, dict[str, str]]:
+        """All candidate-related refs in one call: {"avo": {cid: sha}, "accepted": {cid: sha}}."""
+        out = run_git(self.path, "for-each-ref", "--format=%(objectname) %(refname)", "refs/avo/", "refs/accepted/")
+        refs: dict[str, dict[str, str]] = {"avo": {}, "accepted": {}}
+        for line in out.splitlines():
+            sha, name = line.split(" ", 1)
+            _, space, cid = name.split("/", 2)
+            refs[space][cid] = sha
+        return refs
+
+    def _scan(self, patterns: Iterable[str]) -> list[CandidateInfo]:
+        """CandidateInfo for the candidate refs matching `patterns`, from one `git for-each-ref`, newest first."""
+        out = run_git(self.path, "for-each-ref", f"--format={_CONTENTS_FORMAT}", *patterns)
+        accepted = self._refs()["accepted"]
+        fields = out.split("\0")
+        infos = []
+        for i in range(0, len(fields) - 5, 5):
+            ref, sha, author, date, message = fields[i:i + 5]
+            cid = ref.strip().rsplit("/", 1)[-1]
+            summary, rationale, trailers = parse_message(message)
+            parent = trailers.get("Avo-Parent", "none")
+            infos.append(CandidateInfo(
+                cid=cid, parent=None if parent == "none" else parent, status=trailers.get("Avo-Status", "unknown"),
+                fitness=float(trailers.get("Avo-Fitness", "0") or 0), accepted=accepted.get(cid) == sha,
+                summary=summary, model=author, rationale=rationale, created=date, sha=sha))
+        return sorted(infos, key=lambda c: cid_number(c.cid), reverse=True)
+
+    def _checked_cid(self, cid: str) -> str:
+        return cid if CID_PATTERN.fullmatch(cid) and self._ref_sha(f"refs/avo/{cid}") else self.resolve(cid)
+
+    def _sha_of_cid(self, cid: str) -> str:
+        sha = self._ref_sha(f"refs/avo/{cid}") if CID_PATTERN.fullmatch(cid or "") else None
+        if sha is None:
+            raise UserError(f"unknown candidate '{cid}' (see: avo show RUN)")
+        return sha
+
+    def _ref_sha(self, ref: str) -> str | None:
+        try:
+            return git.Reference(self.repo, ref, check_path=False).commit.hexsha
+        except (ValueError, OSError):
+            return None
+
+    def _cid_at(self, ref: str) -> str | None:
+        sha = self._ref_sha(ref)
+        return None if sha is None else self._cid_of_sha(sha, ref)
+
+    def _cid_of_sha(self, sha: str, rev: str) -> str:
+        _, _, trailers = parse_message(self.repo.commit(sha).message)
+        cid = trailers.get("Avo-Candidate", "")
+        if not CID_PATTERN.fullmatch(cid) or self._ref_sha(f"refs/avo/{cid}") != sha:
+            raise UserError(f"'{rev}' is a commit ({sha[:10]}) but not a candidate of this lineage")
+        return cid
+
+
+def run_git(git_dir: Path, *args: str, stdin: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    done = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=stdin, capture_output=True, text=True,
+                          env=env, check=False)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+    return done.stdout

@@ -1,0 +1,158 @@
+"""What the compiler made of a candidate, without a GPU: registers, spills, shared memory, instruction mix.
+
+Triton kernels are compiled for the GPU profile's target in a child process (avo.profile.triton_capture) that runs
+the wrapper on meta tensors of one bench case, so constexprs, num_warps and num_stages are the wrapper's own. CUDA
+sources (*.cu next to kernel.py) go through `nvcc -cubin -arch=<target> -Xptxas -v`. Both are read back with
+cuobjdump: per-kernel resource usage and a SASS opcode histogram (HGMMA, UTMALDG, LDGSTS, LDL/STL, BAR, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from avo.profile import ProfileError, sass
+from avo.profile.ncu import child_env, run_command
+
+DEFAULT_TIMEOUT_S = 300.0
+PTX_KEYS = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
+            "mbarrier.try_wait", "ex2.approx")
+
+
+@dataclass
+class CompileReport:
+    data: dict
+    text: str
+
+
+def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
+                      timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileReport:
+    """Compile facts for every kernel of the candidate; ProfileError when none could be compiled."""
+    from avo.tasks import load
+
+    candidate_dir = Path(candidate_dir).resolve()
+    kernel_py = candidate_dir / "kernel.py"
+    if not kernel_py.is_file():
+        raise ProfileError(f"no kernel.py in {candidate_dir}: a candidate is a folder whose kernel.py defines the entry")
+    task = load(task_spec)
+    cases = task.cases(suite)
+    if not 0 <= case_index < len(cases):
+        raise ProfileError(f"case {case_index} does not exist: the {suite} suite of {task.name} has cases 0..{len(cases) - 1}")
+    kernels, problems = [], []
+    if "triton" in kernel_py.read_text(errors="replace"):
+        result = _triton_child(candidate_dir, task_spec, suite, case_index, gpu, timeout_s)
+        kernels += result.get("kernels", [])
+        problems += [p for p in (result.get("error"), result.get("note")) if p]
+    for cu in sorted(candidate_dir.glob("*.cu")):
+        kernels += nvcc_inspect(cu, gpu)
+    if not kernels:
+        raise ProfileError(f"compile inspection found no kernel: {problems[0] if problems else 'no Triton kernel or .cu file'}")
+    data = _data(kernels, gpu, cases[case_index].name, suite, problems)
+    return CompileReport(data=data, text=render(data))
+
+
+def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: int, gpu, timeout_s: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="avo-inspect-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
+               task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
+        returncode, output = run_command(cmd, timeout_s=timeout_s)
+        if returncode is None:
+            raise ProfileError(f"compiling the Triton kernels took longer than {timeout_s:.0f} s and was stopped")
+        if not out.exists():
+            tail = " ".join(output.strip().splitlines()[-2:])[-400:]
+            raise ProfileError(f"the Triton compile inspection crashed (exit {returncode}): {tail}")
+        return json.loads(out.read_text())
+
+
+def nvcc_inspect(cu: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
+    """Per __global__ function of one .cu file: registers, spills, static shared memory, SASS histogram."""
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not os.path.isfile(nvcc):
+        raise ProfileError("nvcc was not found on PATH or in $CUDA_HOME/bin: install the CUDA toolkit to inspect .cu files")
+    with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
+        cubin = Path(tmp) / (cu.stem + ".cubin")
+        cmd = [nvcc, "-cubin", f"-arch={gpu.arch}", "-Xptxas", "-v", "-std=c++17", "-I", str(cu.parent),
+               "-o", str(cubin), str(cu)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                                  env=child_env())
+        except subprocess.TimeoutExpired:
+            raise ProfileError(f"nvcc did not compile {cu.name} within {timeout_s:.0f} s") from None
+        if done.returncode != 0:
+            errors = [ln for ln in done.stderr.splitlines() if "error" in ln] or done.stderr.strip().splitlines() or ["?"]
+            raise ProfileError(f"nvcc could not compile {cu.name}: {errors[0].strip()[:300]}")
+        usage = sass.parse_ptxas_verbose(done.stdout + done.stderr)
+        listings = sass.split_sass_functions(sass.sass_text(cubin))
+    kernels = []
+    for name, facts in usage.items():
+        hist = sass.sass_histogram(listings.get(name, ""))
+        kernels.append({
+            "name": name, "source": cu.name, "target": gpu.arch, "registers": facts["registers"],
+            "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
+            "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
+            "static_shared_bytes": facts["static_shared_bytes"], "sass_instructions": sum(hist.values()),
+            "families": sass.families(hist), "histogram": dict(hist.most_common()), "notes": [
+                "shared_bytes counts static shared memory only: dynamic shared memory is set at launch"],
+        })
+    return kernels
+
+
+def _data(kernels: list[dict], gpu, case: str, suite: str, problems: list[str]) -> dict:
+    main = max(kernels, key=lambda k: (k["families"]["tensor core (wgmma)"] + k["families"]["tensor core (mma.sync)"],
+                                       k["sass_instructions"]))
+    return {
+        "target": gpu.arch, "gpu": gpu.name, "case": case, "suite": suite, "triton": _triton_version(),
+        "kernel": main["name"], "registers": main["registers"], "spills": main["spills"],
+        "shared_bytes": main["shared_bytes"], "histogram": main["histogram"], "kernels": kernels, "problems": problems,
+    }
+
+
+def _triton_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("triton")
+    except Exception:
+        return None
+
+
+def render(data: dict, top_opcodes: int = 8) -> str:
+    lines = [f"compile report for {data['target']} ({data['gpu']}), {data['case']} of the {data['suite']} suite"
+             + (f", Triton {data['triton']}" if data.get("triton") else "")]
+    for k in data["kernels"]:
+        shape = []
+        if k.get("grid"):
+            shape.append("grid " + "x".join(str(g) for g in k["grid"]))
+        if k.get("num_warps"):
+            shape.append(f"{k['num_warps']} warps, {k['num_stages']} stages")
+        if k.get("constexprs"):
+            shape.append(" ".join(f"{n}={v}" for n, v in k["constexprs"].items()))
+        lines.append(f"{k['name']} ({k['source']})" + (": " + "; ".join(shape) if shape else ""))
+        spills = k["spills"]
+        lines.append(f"  registers {k['registers']}/thread, spills {spills['store_bytes']} B stored / "
+                     f"{spills['load_bytes']} B loaded, shared {k['shared_bytes']:,} B"
+                     + (f" (+{k['static_shared_bytes']:,} static)" if k.get("source") == "triton" else "")
+                     + f", local {k.get('local_bytes')} B/thread")
+        occ = k.get("occupancy")
+        if occ:
+            limits = {"registers": occ["by_registers"], "shared memory": occ["by_shared_memory"],
+                      "warps": occ["by_warps"]}
+            least = [name for name, v in limits.items() if v == occ["blocks_per_sm"]]
+            lines.append(f"  about {occ['blocks_per_sm']} block(s)/SM = {occ['warps_per_sm']} warps/SM, limited by "
+                         + ", ".join(least))
+        lines.append(f"  SASS {k['sass_instructions']:,} instructions: "
+                     + ", ".join(f"{name} {n}" for name, n in k["families"].items()))
+        lines.append("  top opcodes: " + ", ".join(f"{op} {n}" for op, n in list(k["histogram"].items())[:top_opcodes]))
+        ptx = k.get("ptx_histogram")
+        if ptx:
+            lines.append("  PTX: " + ", ".join(f"{key} {ptx.get(key, 0)}" for key in PTX_KEYS))
+        lines += [f"  note: {note}" for note in k.get("notes", [])]
+    lines += [f"note: {p.splitlines()[0][:300]}" for p in data.get("problems", [])]
+    return "\n".join(lines)

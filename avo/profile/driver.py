@@ -1,0 +1,62 @@
+"""The program Nsight Compute watches: run one bench case of a candidate, with only the measured call profiled.
+
+    python -m avo.profile.driver --candidate DIR --kernel gemm --case 0 --status status.json
+
+Imports the candidate, builds the case's inputs on the GPU, calls the entry a few times (compilation and caches
+warm), then calls it once more inside the NVTX push/pop range RANGE, which ncu filters on. What happened is written
+to the status file as JSON (ncu owns stdout): {"ok": true, "case": ...} or {"ok": false, "error": "..."}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+RANGE = "avo_profile"
+WARMUP_CALLS = 3
+
+
+def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int) -> str:
+    import torch
+
+    from avo.evaluate.loader import load_entry
+    from avo.tasks import load
+
+    task = load(task_spec)
+    case = task.cases(suite)[index]
+    entry = load_entry(candidate, task.entry)
+    inputs = task.make_inputs(case, seed, "cuda")
+    for _ in range(WARMUP_CALLS):
+        task.call(entry, inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(RANGE)
+    task.call(entry, inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    return case.name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m avo.profile.driver")
+    parser.add_argument("--candidate", type=Path, required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--suite", default="bench")
+    parser.add_argument("--case", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--status", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        status = {"ok": True, "case": run_case(args.candidate, args.kernel, args.suite, args.case, args.seed)}
+    except BaseException as exc:  # whatever the candidate raised is reported, never a traceback on ncu's output
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        status = {"ok": False, "error": message.strip()[:2000]}
+    args.status.write_text(json.dumps(status))
+    return 0 if status["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

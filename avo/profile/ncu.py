@@ -1,0 +1,172 @@
+"""Profile one bench case of a candidate under Nsight Compute and return a compact summary.
+
+ncu runs `python -m avo.profile.driver` in a child process with a scrubbed environment and a timeout; only kernels
+launched inside the driver's NVTX range (the measured call, after warm-up) are profiled, with clocks left as the
+GPU runs them (`--clock-control none`) so durations match what the evaluator times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from avo.profile import ProfileError
+from avo.profile.driver import RANGE
+from avo.profile.ncu_report import BANK_CONFLICT_METRICS, TENSOR_PIPE_METRICS, parse_details_csv
+from avo.profile.ncu_summary import render, summarize
+
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "Occupancy", "LaunchStats",
+            "WarpStateStats", "SchedulerStats")
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
+                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+                 "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+MAX_KERNELS = 4
+"""Kernels profiled per call at most: each costs several replays, and the first few say where the time goes."""
+DEFAULT_TIMEOUT_S = 300.0
+PERMISSION_HELP = ("ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or have an "
+                   "administrator load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0")
+_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+             "CUDA_HOME", "CUDA_PATH", "TRITON_CACHE_DIR", "TRITON_HOME", "XDG_CACHE_HOME", "TORCH_HOME")
+
+
+@dataclass
+class NcuProfile:
+    summary: dict
+    text: str
+    csv_path: Path | None
+    """Where the raw details CSV was kept (a run's profiles/), else None."""
+    seconds: float
+
+
+def extra_metrics(arch: str) -> list[str]:
+    """Metrics beyond the sections: per-reason stalls, shared-memory bank conflicts, tensor-pipe activity."""
+    metrics = [f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS]
+    metrics += list(BANK_CONFLICT_METRICS.values())
+    if arch.startswith("sm_90"):
+        metrics += list(TENSOR_PIPE_METRICS)  # gmma (wgmma) exists on Hopper only
+    return metrics
+
+
+def find_ncu(explicit: str | None = None) -> str:
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    candidates = [explicit] if explicit else [shutil.which("ncu"), os.path.join(cuda_home, "bin", "ncu")]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise ProfileError("Nsight Compute (ncu) was not found on PATH or in $CUDA_HOME/bin: install Nsight Compute "
+                       "(it ships with the CUDA toolkit) or put ncu on PATH")
+
+
+def child_env() -> dict[str, str]:
+    """What the profiled program may see: no API keys or tokens, no interpreter mode, a fixed number format."""
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env["LC_ALL"] = "C"  # ncu groups digits by locale; the parser reads the C locale's "193,312"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_index: int, log: Path, status: Path,
+                metrics: list[str]) -> list[str]:
+    cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/",
+           "--launch-count", str(MAX_KERNELS)]
+    for section in SECTIONS:
+        cmd += ["--section", section]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
+    cmd += ["--csv", "--page", "details", "--log-file", str(log),
+            sys.executable, "-m", "avo.profile.driver", "--candidate", str(candidate), "--kernel", task_spec,
+            "--suite", suite, "--case", str(case_index), "--status", str(status)]
+    return cmd
+
+
+def run_command(cmd: list[str], *, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Exit code (None after a timeout) and combined output; at the timeout the whole process group is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            env=child_env() if env is None else env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out or ""
+    return proc.returncode, out
+
+
+def explain_failure(returncode: int, output: str, status: dict | None, case: str) -> ProfileError:
+    """The one-line reason a profile produced no kernel rows."""
+    if "ERR_NVGPUCTRPERM" in output:
+        return ProfileError(PERMISSION_HELP)
+    if status is not None and not status.get("ok"):
+        error = status.get("error", "").strip().splitlines() or ["unknown error"]
+        failure = ProfileError(f"the candidate failed before its call on {case} could be profiled: {error[-1]}")
+        failure.detail = status.get("error", "")
+        return failure
+    errors = [line.strip() for line in output.splitlines() if line.startswith("==ERROR==")]
+    if errors:
+        return ProfileError(f"ncu failed (exit {returncode}): {errors[-1].removeprefix('==ERROR==').strip()}")
+    if status is None:
+        tail = " ".join(output.strip().splitlines()[-2:])[-300:]
+        return ProfileError(f"the profiled program ended before finishing its call on {case} (exit {returncode}): {tail}")
+    return ProfileError(f"no kernel launched inside the measured call on {case}, so ncu profiled nothing: the entry "
+                        "must launch its work as GPU kernels")
+
+
+def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
+                      out_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                      ncu: str | None = None) -> NcuProfile:
+    """Profile case `case_index` of `suite`; raises ProfileError with a one-line reason when there is no profile."""
+    from avo.tasks import load
+
+    ncu_path = find_ncu(ncu)
+    candidate_dir = Path(candidate_dir).resolve()
+    task = load(task_spec)
+    cases = task.cases(suite)
+    if not 0 <= case_index < len(cases):
+        raise ProfileError(f"case {case_index} does not exist: the {suite} suite of {task.name} has cases 0..{len(cases) - 1}")
+    case = cases[case_index]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="avo-ncu-") as tmp:
+        log, status_path = Path(tmp) / "details.csv", Path(tmp) / "status.json"
+        metrics = extra_metrics(gpu.arch)
+        for attempt in range(2):
+            cmd = ncu_command(ncu_path, candidate=candidate_dir, task_spec=task_spec, suite=suite,
+                              case_index=case_index, log=log, status=status_path, metrics=metrics)
+            returncode, output = run_command(cmd, timeout_s=max(1.0, timeout_s - (time.monotonic() - started)))
+            if returncode is None:
+                raise ProfileError(f"ncu did not finish within {timeout_s:.0f} s and was stopped: the candidate may "
+                                   "hang, or its kernels take too long to replay (try a smaller case with --case)")
+            rejected = [ln for ln in output.splitlines() if ln.startswith("==ERROR==") and "metric" in ln.lower()]
+            if not (rejected and metrics and attempt == 0):
+                break
+            metrics = []  # this ncu or GPU lacks one of the extra metrics: the sections alone still answer
+        details = log.read_text(errors="replace") if log.exists() else ""
+        status = json.loads(status_path.read_text()) if status_path.exists() else None
+        kernels = parse_details_csv(details) or parse_details_csv(output)
+        if not kernels:
+            raise explain_failure(returncode, details + "\n" + output, status, case.name)
+        summary = summarize(kernels, gpu=gpu, flops=task.flops(case), nbytes=task.bytes(case), case=case.name,
+                            task=task.name)
+        csv_path = _keep(details or output, summary, out_dir, case_index) if out_dir is not None else None
+    return NcuProfile(summary=summary, text=render(summary), csv_path=csv_path, seconds=time.monotonic() - started)
+
+
+def _keep(details: str, summary: dict, out_dir: Path, case_index: int) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"ncu-case{case_index}-{time.strftime('%Y%m%d-%H%M%S')}"
+    csv_path, n = out_dir / f"{stem}.csv", 1
+    while csv_path.exists():
+        n += 1
+        csv_path = out_dir / f"{stem}-{n}.csv"
+    stem = csv_path.stem
+    csv_path.write_text(details)
+    (out_dir / f"{stem}.json").write_text(json.dumps(summary, indent=2))
+    return csv_path

@@ -1,0 +1,114 @@
+"""Reading and setting `# avo: tune` knobs: the shipped seeds, and every syntax a seed may use."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from avo.agent.heuristic.knobs import (
+    KnobError, format_point, parse_knobs, parse_point_tag, point_of, render,
+)
+from avo.agent.heuristic.rules import Shape, infeasible, roles, smem_bytes
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+FIXTURE = '''
+BLOCK_M = 64  # avo: tune 32 64 128
+BLOCK_N: tl.constexpr = 128   # avo: tune 64, 128, 256
+CONFIG = {"BLOCK_K": 32,  # avo: tune 16 32 64
+          'GROUP_M': 8,  # avo: tune 1 4 8
+}
+def launch(a, b, num_warps=4,  # avo: tune 2 4 8
+           num_stages=2):  # avo: tune 2 3 4
+    pass
+USE_TMA = False  # avo: tune True False
+PRECISION = "tf32"  # avo: tune tf32 ieee
+SCALE = 1.5  # avo: tune 1 1.5 2
+def kernel(X, BLOCK_D: tl.constexpr = 64):  # avo: tune 32 64
+    pass
+NOT_A_KNOB = 3  # tune 1 2 3
+'''
+
+
+def test_every_syntax_of_the_fixture_is_found_with_its_type():
+    knobs = {k.name: k for k in parse_knobs(FIXTURE)}
+    assert list(knobs) == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "USE_TMA",
+                           "PRECISION", "SCALE", "BLOCK_D"]
+    assert knobs["BLOCK_N"].choices == (64, 128, 256)
+    assert knobs["USE_TMA"].value is False and knobs["USE_TMA"].choices == (True, False)
+    assert knobs["PRECISION"].choices == ("tf32", "ieee")
+    assert knobs["SCALE"].choices == (1.0, 1.5, 2.0)
+    assert knobs["num_stages"].neighbours() == [3]
+    assert knobs["BLOCK_N"].neighbours() == [64, 256]
+
+
+def test_render_changes_only_the_values_and_keeps_valid_python():
+    point = dict(point_of(parse_knobs(FIXTURE)), BLOCK_M=128, BLOCK_K=64, num_stages=4, USE_TMA=True,
+                 PRECISION="ieee", SCALE=2.0, BLOCK_D=32)
+    out = render(FIXTURE, point)
+    ast.parse(out)
+    assert point_of(parse_knobs(out)) == point
+    assert 'PRECISION = "ieee"  # avo: tune tf32 ieee' in out
+    assert "           num_stages=4):  # avo: tune 2 3 4" in out
+    changed = [(a, b) for a, b in zip(FIXTURE.splitlines(), out.splitlines()) if a != b]
+    assert len(changed) == 7
+
+
+def test_a_value_outside_its_list_is_kept_as_a_choice():
+    (knob,) = parse_knobs("BLOCK_M = 96  # avo: tune 64 128\n")
+    assert knob.choices == (64, 96, 128) and knob.neighbours() == [64, 128]
+
+
+def test_an_unknown_knob_or_broken_source_is_refused():
+    with pytest.raises(KnobError):
+        render("BLOCK_M = 64  # avo: tune 64 128\n", {"BLOCK_Q": 128})
+    with pytest.raises(KnobError):
+        render("BLOCK_M = 64  # avo: tune 64 128 oops(\n", {"BLOCK_M": "oops("})
+
+
+@given(st.dictionaries(st.sampled_from(["BLOCK_M", "num_warps", "FLAG", "MODE"]),
+                       st.one_of(st.integers(0, 4096), st.booleans(), st.sampled_from(["ieee", "tf32", "a b"])),
+                       min_size=1))
+@settings(max_examples=60, deadline=None)
+def test_point_tags_round_trip(point):
+    assert parse_point_tag(f"BLOCK_M 64 -> 128: reuse; expect +10% {format_point(point)}") == point
+
+
+@pytest.mark.parametrize("seed", ["gemm/triton_naive", "gemm/triton_tiled", "attention/triton_naive",
+                                  "attention/triton_fa2"])
+def test_shipped_seeds_expose_their_tile_knobs(seed):
+    path = KERNELS / seed / "kernel.py"
+    if not path.is_file():
+        pytest.skip(f"{seed} is not in this checkout")
+    knobs = parse_knobs(path.read_text())
+    found = roles(knobs)
+    assert {"bm", "bn", "warps", "stages"} <= set(found), found
+    if seed.startswith("gemm"):
+        assert "bk" in found
+    kind = seed.split("/")[0]
+    shape = Shape(kind=kind, roles=found)
+    assert infeasible(shape, point_of(knobs)) is None, "the seed itself must fit"
+    for knob in knobs:
+        ast.parse(render(path.read_text(), {knob.name: knob.choices[-1]}))
+
+
+def test_naive_gemm_seed_knobs_are_the_expected_ones():
+    path = KERNELS / "gemm/triton_naive/kernel.py"
+    if not path.is_file():
+        pytest.skip("gemm/triton_naive is not in this checkout")
+    point = point_of(parse_knobs(path.read_text()))
+    assert point == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "NUM_WARPS": 4, "NUM_STAGES": 2}
+
+
+def test_shared_memory_estimate_matches_the_known_limits():
+    knobs = parse_knobs("BLOCK_M = 128  # avo: tune 128 256\nBLOCK_N = 256  # avo: tune 128 256\n"
+                        "BLOCK_K = 64  # avo: tune 64\nnum_stages = 4  # avo: tune 3 4 5\n")
+    shape = Shape(kind="gemm", roles=roles(knobs))
+    point = point_of(knobs)
+    assert smem_bytes(shape, point) == (128 * 64 + 64 * 256) * 4 * 2  # 192 KB: fits in 227
+    assert infeasible(shape, point) is None
+    assert "shared memory" in infeasible(shape, dict(point, num_stages=5))

@@ -1,0 +1,110 @@
+"""Ctrl-C finishes the current step and leaves a resumable run; `--resume` continues it; replay re-drives one.
+
+Real subprocesses run the real CLI (agent_driver.py swaps in the fake task and evaluator) against a loopback
+Anthropic server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent_fakes import SEED_SOURCE, write_seed
+from agent_loopback import Loopback, anthropic_turn
+from avo.run import Run
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def endless(index, body):
+    """Each turn writes a slightly faster kernel and evaluates it."""
+    speed = round(1.0 + 0.25 * (index + 1), 2)
+    source = SEED_SOURCE.replace("SPEED = 1.0", f"SPEED = {speed}")
+    return anthropic_turn(("write_file", {"path": "kernel.py", "content": source}),
+                          ("evaluate", {"rationale": f"expect {speed}x"}))
+
+
+def driver(seed: Path, runs: Path, server, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-test-key-123456",
+           "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
+    cmd = [sys.executable, str(HERE / "agent_driver.py"), str(seed), "0.4", "--",
+           "evolve", "--runs-dir", str(runs), "--quiet", *args]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(predicate, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def evaluate_calls(runs: Path) -> int:
+    paths = list(runs.glob("*/transcript.jsonl"))
+    if not paths:
+        return 0
+    return sum('"kind": "tool_call"' in line and '"name": "evaluate"' in line for line in paths[0].read_text().splitlines())
+
+
+def test_sigint_stops_after_the_step_and_resume_continues(tmp_path):
+    seed, runs = write_seed(tmp_path / "seed"), tmp_path / "runs"
+    with Loopback(endless) as server:
+        proc = driver(seed, runs, server, "--kernel", "gemm", "--device", "interpret", "--hours", "1",
+                      "--agent", "anthropic")
+        wait_for(lambda: evaluate_calls(runs) >= 2)  # mid-way through the second evaluation (0.4 s each)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out
+        assert "continue with: avo evolve --resume" in out
+        run = Run.open("latest", runs)
+        events = run.events()
+        assert run.info()["state"] == "stopped" and events[-1]["kind"] == "stop"
+        calls = [e["id"] for e in events if e["kind"] == "tool_call"]
+        results = [e["id"] for e in events if e["kind"] == "tool_result"]
+        assert calls == results  # the step that was running finished before the stop
+        before = len(run.lineage)
+        last = run.lineage.log(limit=1)[0].cid
+        elapsed = events[-1]["elapsed_s"]
+        assert before >= 3  # baseline + at least two candidates
+
+        requests_before = len(server.requests)
+        proc = driver(seed, runs, server, "--resume", run.id, "--max-candidates", str(before + 1))
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+    run = Run.open(run.id, runs)
+    assert len(run.lineage) == before + 2  # the budget counts the candidates of both sessions
+    first_new = run.lineage.info(f"c{before:04d}")
+    assert first_new.parent == last  # the workspace carried on from where it stopped
+    resumed = server.requests[requests_before]["body"]["messages"]
+    assert len(resumed) == 1 and "resumed" in resumed[0]["content"][0]["text"]
+    sessions = [e for e in run.events() if e["kind"] == "session"]
+    assert [s["resumed"] for s in sessions] == [False, True]
+    assert run.events()[-1]["elapsed_s"] > elapsed and run.info()["state"] == "finished"
+
+
+def test_replay_re_drives_a_recorded_run(tmp_path):
+    seed, runs = write_seed(tmp_path / "seed"), tmp_path / "runs"
+    with Loopback(endless) as server:
+        proc = driver(seed, runs, server, "--kernel", "gemm", "--device", "interpret", "--agent", "anthropic",
+                      "--max-candidates", "2")
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+    recorded = Run.open("latest", runs)
+    replay_runs = tmp_path / "replayed"
+    env_server = type("S", (), {"url": "http://127.0.0.1:9"})()  # replay must not touch the network
+    proc = driver(seed, replay_runs, env_server, "--kernel", "gemm", "--device", "interpret",
+                  "--replay-from", str(recorded.path))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "agent: replay, model replay:claude-sonnet-5-5" in out
+    replayed = Run.open("latest", replay_runs)
+    assert [(i.status, i.fitness, i.rationale) for i in replayed.lineage.log()] == \
+        [(i.status, i.fitness, i.rationale) for i in recorded.lineage.log()]
+    assert "replayed every recorded turn" in replayed.events()[-1]["reason"]

@@ -1,0 +1,61 @@
+"""Every shipped seed kernel is correct: on the tiny suite under the interpreter, on check and bench on a GPU."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from avo.tasks import load, relative_error
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+SEEDS = [("attention", "triton_fa2"), ("attention", "triton_naive"), ("gemm", "triton_tiled"),
+         ("gemm", "triton_naive")]
+
+TUNE_MARKER = re.compile(r"^([A-Z_]+) = (\S+)  # avo: tune (.+)$", re.M)
+
+
+def _check(task, module, cases, device):
+    entry = getattr(module, task.entry)
+    for case in cases:
+        inputs = task.make_inputs(case, 1234, device)
+        out = task.call(entry, inputs)
+        shape, dtype = task.output_like(case, inputs)
+        assert tuple(out.shape) == shape and str(out.dtype) == f"torch.{dtype}", case.name
+        assert out.device.type == inputs[0].device.type and out.is_contiguous(), case.name
+        err = relative_error(out, task.reference(*inputs))
+        assert err <= task.tolerance(case.dtype), f"{case.name}: relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("task_name,seed", SEEDS)
+def test_seed_is_correct_on_tiny_suite_under_interpreter(task_name, seed, interpreted_seed):
+    task = load(task_name)
+    _check(task, interpreted_seed(task_name, seed), task.cases("tiny"), "cpu")
+
+
+@pytest.mark.parametrize("task_name,seed", SEEDS)
+def test_seed_has_tune_knobs_whose_default_is_a_choice(task_name, seed):
+    text = (KERNELS / task_name / seed / "kernel.py").read_text()
+    knobs = TUNE_MARKER.findall(text)
+    assert {"BLOCK_M", "BLOCK_N", "NUM_WARPS", "NUM_STAGES"} <= {name for name, _, _ in knobs}
+    for name, default, choices in knobs:
+        assert default in choices.split(), name
+
+
+def test_tiled_gemm_default_config():
+    text = (KERNELS / "gemm" / "triton_tiled" / "kernel.py").read_text()
+    defaults = {name: value for name, value, _ in TUNE_MARKER.findall(text)}
+    assert (defaults["BLOCK_M"], defaults["BLOCK_N"], defaults["BLOCK_K"]) == ("128", "256", "64")
+    assert (defaults["NUM_WARPS"], defaults["NUM_STAGES"]) == ("8", "3")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name,seed", SEEDS)
+def test_seed_is_correct_on_gpu(task_name, seed, compiled_seed):
+    task = load(task_name)
+    module = compiled_seed(task_name, seed)
+    bench = task.cases("bench")
+    _check(task, module, task.cases("check") + [min(bench, key=task.flops)], "cuda")
+    torch.cuda.synchronize()
