@@ -1,8 +1,9 @@
 """The docs the agent reads: notes chunked by heading, indexed with BM25 (bm25s), searched and read by id.
 
-Two indexes are searched together: the shipped corpus (docs_corpus/) and a user index of the user's own documents
-(Markdown, text, HTML) added with `avo docs index`. Each is cached on disk and rebuilt when any source file's size,
-mtime or content hash changes. A chunk's id is `<file key>#<heading slug>`; the file key alone names the whole file.
+Searches cover the shipped corpus (docs_corpus/) and, once the user has added documents (Markdown, text, HTML) with
+`avo docs index`, a user index built over the corpus plus those documents. Each index is cached on disk and rebuilt
+when any source file's size, mtime or content hash changes. A chunk's id is `<file key>#<heading slug>`; the file
+key alone names the whole file.
 """
 
 from __future__ import annotations
@@ -108,15 +109,19 @@ def _snippet(text: str, terms: set[str], stems, width: int = 240) -> str:
 
 def _stamp(path: Path, key: str) -> dict:
     """What identifies a file's version: size, mtime and content hash (None when unreadable)."""
-    try:
-        st = path.stat()
-    except OSError:
-        st = path.lstat()
+    size = mtime = digest = None
+    for stat in (path.stat, path.lstat):  # lstat: a dangling symlink still has an identity
+        try:
+            st = stat()
+            size, mtime = st.st_size, st.st_mtime_ns
+            break
+        except OSError:
+            continue
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
-        digest = None
-    return {"key": key, "path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+        pass
+    return {"key": key, "path": str(path), "size": size, "mtime_ns": mtime, "sha256": digest}
 
 
 def _settings() -> dict:
@@ -254,8 +259,8 @@ class Section:
 
 
 class Library:
-    """The shipped corpus and the user index, searched together. Indexes are opened lazily and kept while their
-    files' sizes and mtimes stay the same."""
+    """The shipped corpus, and the user index built over the corpus plus the user's documents so that one BM25
+    collection scores both alike. Indexes are opened lazily and kept while their files' sizes and mtimes hold."""
 
     def __init__(self, corpus: Path | None = None, cache: Path | None = None):
         self.corpus = Path(corpus) if corpus else corpus_dir()
@@ -323,13 +328,19 @@ class Library:
         return self._index("corpus", self.corpus_files(), self.corpus_cache)
 
     def user_index(self) -> Index | None:
+        """The corpus plus the user's documents, or None when the user indexed nothing."""
         if not self.user_sources():
             return None
         files, skipped = self.user_files()
-        return self._index("user", files, self.user_cache, skipped)
+        return self._index("user", self.corpus_files() + files, self.user_cache, skipped)
 
-    def indexes(self) -> list[Index]:
-        return [i for i in (self.corpus_index(), self.user_index()) if i is not None]
+    def index(self) -> Index:
+        """The index searches use: the user index when there is one, else the corpus alone."""
+        return self.user_index() or self.corpus_index()
+
+    def user_chunks(self, index: Index) -> list[Chunk]:
+        corpus = {str(path) for path, _ in self.corpus_files()}
+        return [c for c in index.chunks if c.source not in corpus]
 
     def add(self, paths: list[str], reset: bool = False) -> Index | None:
         """Add files or folders to the user index (or start it afresh with `reset`); returns the new user index."""
@@ -352,8 +363,7 @@ class Library:
         return self.user_index()
 
     def search(self, query: str, k: int = 5) -> list[Hit]:
-        hits = [hit for index in self.indexes() for hit in index.search(query, k)]
-        return sorted(hits, key=lambda h: -h.score)[:k]
+        return self.index().search(query, k)
 
     def resolve(self, doc_id: str) -> tuple[Index, str]:
         """The index holding `doc_id`; tolerates a file suffix (`hopper.md#tma`) or a bare heading slug."""
@@ -363,17 +373,16 @@ class Library:
         key, _, anchor = wanted.partition("#")
         key = re.sub(r"\.(md|markdown|txt|text|html?)$", "", key)
         wanted = f"{key}#{anchor}" if anchor else key
-        indexes = self.indexes()
+        index = self.index()
         for candidate in (wanted, wanted.lower()):
-            for index in indexes:
-                if index.section(candidate):
-                    return index, candidate
-        by_slug = [(i, c.id) for i in indexes for c in i.chunks if c.id.endswith(f"#{wanted.lstrip('#')}")]
+            if index.section(candidate):
+                return index, candidate
+        by_slug = [c.id for c in index.chunks if c.id.endswith(f"#{wanted.lstrip('#')}")]
         if len(by_slug) == 1:
-            return by_slug[0]
+            return index, by_slug[0]
         import difflib
 
-        known = [c.id for i in indexes for c in i.chunks]
+        known = [c.id for c in index.chunks]
         close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see `avo docs list` or search first"
         raise UserError(f"unknown docs id {doc_id!r}{hint}")
@@ -387,9 +396,8 @@ class Library:
     def listing(self) -> dict[str, list[str]]:
         """Chunk ids per source file, shipped corpus first."""
         out: dict[str, list[str]] = {}
-        for index in self.indexes():
-            for chunk in index.chunks:
-                out.setdefault(chunk.source, []).append(chunk.id)
+        for chunk in self.index().chunks:
+            out.setdefault(chunk.source, []).append(chunk.id)
         return out
 
 

@@ -13,7 +13,6 @@ One writer per lineage (the run lock guarantees it); any number of readers.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -34,23 +33,15 @@ from gitdb.base import IStream
 
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
+from avo.lineage_format import (  # noqa: F401  (content_hash, cid_for, cid_number: part of this module's interface)
+    CID_PATTERN, COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, candidate_files, cid_for, cid_number, content_hash,
+    message_for, model_name, parse_message, record_bytes, record_for, tidy_rationale,
+)
 
-RECORD_FILE = "avo.json"
-CID_PATTERN = re.compile(r"c\d{4,}")
 _REV_PATTERN = re.compile(r"(best|baseline|main|c\d{4,})([~^].*)?")
-_SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ipynb_checkpoints"}
-_TRAILER = re.compile(r"(Avo-[A-Za-z-]+): ?(.*)")
 _PACK_REFS_EVERY = 500  # loose refs are packed now and then so listing 10,000 candidates stays one file read
-_COMMITTER = git.Actor("avo", "avo@localhost")
+_COMMITTER = git.Actor(COMMITTER_NAME, COMMITTER_EMAIL)
 _CONTENTS_FORMAT = "%(refname)%00%(objectname)%00%(authorname)%00%(authordate:iso-strict)%00%(contents)%00"
-
-
-def cid_for(number: int) -> str:
-    return f"c{number:04d}"
-
-
-def cid_number(cid: str) -> int:
-    return int(cid[1:])
 
 
 @dataclass
@@ -65,84 +56,6 @@ class CandidateInfo:
     rationale: str
     created: str
     sha: str
-
-
-def candidate_files(src_dir: Path) -> list[tuple[str, Path]]:
-    """(relative posix path, file) of what a candidate consists of: regular files, no caches, no hidden names."""
-    found = []
-    for root, dirs, files in os.walk(src_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-        for name in files:
-            path = Path(root, name)
-            rel = path.relative_to(src_dir).as_posix()
-            if name.startswith(".") or name.endswith(".pyc") or rel == RECORD_FILE or path.is_symlink():
-                continue
-            found.append((rel, path))
-    return sorted(found)
-
-
-def content_hash(src_dir: Path) -> str:
-    """Hash of a candidate's files (paths, executable bits, bytes): equal for identical sources."""
-    digest = hashlib.sha256()
-    for rel, path in candidate_files(src_dir):
-        data = path.read_bytes()
-        executable = bool(path.stat().st_mode & stat.S_IXUSR)
-        digest.update(f"{rel}\0{int(executable)}\0{len(data)}\0".encode())
-        digest.update(data)
-    return "sha256:" + digest.hexdigest()
-
-
-def record_for(cid: str, parent: str | None, result: EvalResult, model: str, rationale: str, created: str,
-               content: str) -> dict:
-    """The avo.json committed with a candidate: provenance plus a compact evaluation summary."""
-    keep = ("case", "suite", "dtype", "correct", "rel_err", "ms", "library_ms", "tflops", "library_tflops", "speedup")
-    cases = [{k: v for k, v in case.model_dump().items() if k in keep and v is not None} for case in result.cases]
-    return {
-        "cid": cid, "parent": parent, "model": model, "rationale": rationale, "created": created,
-        "content_hash": content,
-        "eval": {
-            "status": result.status, "rule": result.rule, "message": result.message[:4000],
-            "fitness": result.fitness, "suspicious": result.suspicious,
-            "suspicious_reason": result.suspicious_reason, "timing_source": result.timing_source,
-            "device": result.device, "gpu": result.gpu, "library": result.library, "seed": result.seed,
-            "cases": cases,
-        },
-    }
-
-
-def message_for(cid: str, parent: str | None, result: EvalResult, rationale: str, content: str) -> str:
-    """Commit message: one summary line, the rationale, then the trailers `git log` and the scans read back."""
-    summary = " ".join(result.summary().split())[:200]
-    parts = [f"{cid}: {summary}"]
-    if rationale:
-        parts.append(rationale)
-    parts.append("\n".join([
-        f"Avo-Candidate: {cid}", f"Avo-Parent: {parent or 'none'}", f"Avo-Status: {result.status}",
-        f"Avo-Fitness: {result.fitness!r}", f"Avo-Content: {content}",
-    ]))
-    return "\n\n".join(parts) + "\n"
-
-
-def tidy_rationale(text: str) -> str:
-    # paragraphs are separated by exactly one blank line so the message parses back unchanged
-    return re.sub(r"\n{3,}", "\n\n", text.replace("\r\n", "\n")).strip()
-
-
-def model_name(model: str) -> str:
-    return re.sub(r"[<>\n\r]", "", model).strip() or "unknown"
-
-
-def parse_message(message: str) -> tuple[str, str, dict[str, str]]:
-    """(summary, rationale, trailers) of a candidate commit message."""
-    paragraphs = message.strip().split("\n\n")
-    lines = paragraphs[-1].splitlines() if len(paragraphs) > 1 else []
-    matches = [_TRAILER.fullmatch(line) for line in lines]
-    trailers = {m.group(1): m.group(2) for m in matches if m} if lines and all(matches) else {}
-    body = paragraphs[1:-1] if trailers else paragraphs[1:]
-    subject = paragraphs[0].split("\n")[0]
-    cid = trailers.get("Avo-Candidate", "")
-    summary = subject[len(cid) + 2:] if cid and subject.startswith(f"{cid}: ") else subject
-    return summary, "\n\n".join(body), trailers
 
 
 class Lineage:
@@ -198,7 +111,7 @@ class Lineage:
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rationale, model = tidy_rationale(rationale), model_name(model)
         record = record_for(cid, parent, result, model, rationale, created, content)
-        tree = self._write_tree(src_dir, json.dumps(record, indent=1).encode() + b"\n")
+        tree = self._write_tree(src_dir, record_bytes(record))
         commit = self._write_commit(tree, message_for(cid, parent, result, rationale, content), parents, model)
         # the ref is the commit point: before it, only unreferenced objects exist
         self._update_refs([f"create refs/avo/{cid} {commit}"], f"candidate {cid}")
@@ -412,7 +325,8 @@ class Lineage:
         return self._objects.store(IStream(b"tree", len(data), io.BytesIO(data))).binsha
 
     def _update_refs(self, updates: list[str], message: str) -> None:
-        script = "".join(f"{u}\n" for u in updates)
+        # explicit transaction: if the input stops short (writer killed), git aborts rather than applying a part
+        script = "start\n" + "".join(f"{u}\n" for u in updates) + "commit\n"
         try:
             run_git(self.path, "update-ref", "-m", message, "--stdin", stdin=script)
         except subprocess.CalledProcessError as exc:

@@ -239,13 +239,15 @@ def test_user_index_accumulates_resets_and_avoids_shipped_ids(tmp_path):
 
 
 def test_agent_tools_search_and_read(tmp_path, monkeypatch):
-    from avo.agent.toolbase import ToolError, collect
+    from avo.agent.toolbase import TOOL_MODULES, ToolError
 
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path))
+    assert "avo.docs" in TOOL_MODULES
     tools = {tool.name: tool for tool in docs.tools()}
     assert set(tools) == {"search_docs", "read_doc"}
-    assert {"search_docs", "read_doc"} <= set(collect())
-    assert tools["search_docs"].spec().input_schema["properties"]["k"]["default"] == 5
+    schema = tools["search_docs"].spec().input_schema
+    assert schema["required"] == ["query"] and schema["properties"]["k"]["default"] == 5
+    assert tools["read_doc"].spec().input_schema["required"] == ["id"]
 
     args = tools["search_docs"].args(query="tensor memory allocation on Blackwell", k=3)
     text, data = tools["search_docs"].fn(None, args)

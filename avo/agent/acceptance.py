@@ -64,8 +64,8 @@ def decide(ctx: ToolContext, cid: str, result) -> tuple[bool, str]:
         return True, "accepted: first correct candidate"
     margin = noise(result, best_result)
     if result.fitness <= best_result.fitness * (1 + margin):
-        return False, (f"not accepted: fitness {result.fitness:.3f} does not beat best {best} "
-                       f"({best_result.fitness:.3f}) by more than the noise ({margin:.1%})")
+        return False, (f"not accepted: fitness {result.fitness:.4g} does not beat best {best} "
+                       f"({best_result.fitness:.4g}) by more than the noise ({margin:.1%})")
     return confirm(ctx, cid, result, best)
 
 
@@ -82,12 +82,12 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None) -> tuple[bool,
     if again.suspicious:
         return False, f"not accepted: still suspicious on re-run ({again.suspicious_reason})"
     if best is None:
-        return True, f"accepted: clean re-run gave fitness {again.fitness:.3f}"
+        return True, f"accepted: clean re-run gave fitness {again.fitness:.4g}"
     margin = noise(again, incumbent_again)
     if again.fitness <= incumbent_again.fitness * (1 + margin):
-        return False, (f"not accepted: side by side, {again.fitness:.3f} vs best {best} {incumbent_again.fitness:.3f}"
+        return False, (f"not accepted: side by side, {again.fitness:.4g} vs best {best} {incumbent_again.fitness:.4g}"
                        f" is within the noise ({margin:.1%})")
-    return True, (f"accepted: new best (side by side {again.fitness:.3f} vs {best} {incumbent_again.fitness:.3f}, "
+    return True, (f"accepted: new best (side by side {again.fitness:.4g} vs {best} {incumbent_again.fitness:.4g}, "
                   f"noise {margin:.1%})")
 
 
@@ -116,7 +116,7 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
     if result.status != "correct" and result.message.strip():
         lines.append(data["message"].rstrip())
     lines.append(verdict)
-    lines.append(f"best: {data['best_cid'] or '-'} fitness {data['best_fitness']:.3f}")
+    lines.append(f"best: {data['best_cid'] or '-'} fitness {data['best_fitness']:.4g}")
     timed = result.bench_cases()
     if timed:
         source = result.timing_source

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -53,11 +54,18 @@ def system_prompt(s: Situation, tools: list[ToolSpec]) -> str:
                    "wall clock, not GPU performance; correctness is real." if s.device == "interpret" else
                    "Candidates run on this GPU; times are CUDA-event medians with the L2 flushed between runs.")
     return prompt("system").safe_substitute(
-        task_contract=inspect.getdoc(type(s.task)) or f"Task {s.task.name}.",
+        task_contract=task_contract(s.task),
         entry=s.task.entry, check_suite=s.suite(s.config.evaluation.check_suite), bench_suite=bench,
         bench_cases=cases, gpu_profile=gpu_text, device_note=device_note,
         tool_list="\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools),
     )
+
+
+def task_contract(task) -> str:
+    """The task's own description: its class docstring, else its module's."""
+    cls = type(task)
+    doc = cls.__dict__.get("__doc__") or getattr(sys.modules.get(cls.__module__), "__doc__", None)
+    return inspect.cleandoc(doc) if doc else f"Task {task.name}."
 
 
 def start_message(baseline_line: str) -> Message:
@@ -69,7 +77,7 @@ def lineage_table(lineage, limit: int = 25) -> str:
     rows = []
     for info in lineage.log(limit=limit):
         mark = "*" if info.cid == best else " "
-        rows.append(f"{info.cid}{mark} parent {info.parent or '-':6} {info.status:13} fitness {info.fitness:.3f}  "
+        rows.append(f"{info.cid}{mark} parent {info.parent or '-':6} {info.status:13} fitness {info.fitness:.4g}  "
                     f"{info.summary[:110]} | {info.rationale[:90]}")
     return "\n".join(rows) or "(no candidates yet)"
 
@@ -102,7 +110,7 @@ def best_source(run, lineage) -> tuple[str, str, float]:
 def _common(s: Situation, run, lineage) -> dict[str, str]:
     cid, source, fitness = best_source(run, lineage)
     return dict(task_name=s.task.name, gpu_name=s.gpu.name, device=s.device, best_cid=cid,
-                best_fitness=f"{fitness:.3f}", best_source=source, lineage_table=lineage_table(lineage),
+                best_fitness=f"{fitness:.4g}", best_source=source, lineage_table=lineage_table(lineage),
                 notes=read_notes(run))
 
 

@@ -106,9 +106,9 @@ class RunView:
             self.best_cid, self.best_fitness = info["cid"], info["fitness"]
             self.best_cases = [c for c in info.get("cases", []) if c.get("speedup") is not None]
             self.timing_source = info.get("timing_source", "none")
-        detail = f"fitness {info['fitness']:.3f}" if info["status"] == "correct" else (info.get("rule") or "")
+        detail = f"fitness {info['fitness']:.4g}" if info["status"] == "correct" else (info.get("rule") or "")
         text = (f"{info['cid']}: {info['status']} {detail}{' ACCEPTED' if info.get('accepted') else ''} "
-                f"(best {info.get('best_cid')} {info.get('best_fitness', 0.0):.3f})")
+                f"(best {info.get('best_cid')} {info.get('best_fitness', 0.0):.4g})")
         self.results.appendleft(text)
         return text
 
@@ -120,7 +120,7 @@ class RunView:
                      f"candidates {self.ok} ok, {self.failed} failed" + (
                          f" (max {self.max_candidates})" if self.max_candidates else ""),
                      f"${self.cost:.2f}")
-        best = Text(f"best {self.best_cid or '-'}: fitness {self.best_fitness:.3f}"
+        best = Text(f"best {self.best_cid or '-'}: fitness {self.best_fitness:.4g}"
                     + ("" if self.timing_source == "gpu" else f" [{self.timing_source}]"), style="green")
         cases = Table("case", "TFLOPS", "library", "speedup", box=None, padding=(0, 1))
         for c in self.best_cases[:12]:

@@ -37,6 +37,7 @@ class Agent:
         self.secrets = secret_values()
         self.started, self.elapsed_before, self.cost = clock(), 0.0, 0.0
         self.idle_turns, self.supervised_at, self.stop_requested, self.resumed = 0, 0, False, False
+        self.unpriced = False
         ctx.state.setdefault("model", model.name)
         policy = getattr(model, "policy", None)  # network backends: show API pauses, stop waiting on Ctrl-C
         if policy is not None:
@@ -116,6 +117,10 @@ class Agent:
         turn = self.model.next_turn(system, messages, specs)
         cost = cost_usd(turn.model or self.model.name, turn.usage, self.cfg.prices_usd_per_mtok)
         self.cost += cost or 0.0
+        if cost is None and turn.usage.input_tokens and not self.unpriced:
+            self.unpriced = True  # say once: a --max-cost cannot bind on a model without a price
+            self.record("price_unknown", model=turn.model or self.model.name,
+                        message="no price in agent.prices_usd_per_mtok for this model: its cost counts as 0")
         self.record(kind, text=turn.text, tool_calls=[c.model_dump() for c in turn.tool_calls],
                     usage=turn.usage.model_dump(), cost_usd=cost, model=turn.model or self.model.name,
                     stop_reason=turn.stop_reason, duration_s=round(self.clock() - began, 3), **self.progress())

@@ -143,7 +143,7 @@ def lineage(ctx: ToolContext, args: LineageArgs):
             "cid    parent status         fitness  summary"]
     for info in infos:
         mark = "*" if info.cid == best else ("+" if info.accepted else " ")
-        rows.append(f"{info.cid}{mark} {info.parent or '-':6} {info.status:14} {info.fitness:7.3f}  "
+        rows.append(f"{info.cid}{mark} {info.parent or '-':6} {info.status:14} {info.fitness:9.4g}  "
                     f"{info.summary[:120]} | {info.rationale[:100]}")
     keys = ("cid", "parent", "status", "fitness", "accepted", "summary", "rationale")
     data = {"best": best, "baseline": baseline, "candidates": [{k: getattr(i, k) for k in keys} for i in infos]}

@@ -65,16 +65,18 @@ def index_command(
     paths: list[str] = typer.Argument(None, metavar="PATH...", help="Files or folders (.md, .txt, .html)."),
     reset: bool = typer.Option(False, "--reset", help="Forget previously indexed documents first."),
 ) -> None:
-    """Add your own documents (e.g. the CUDA toolkit's HTML docs) to the user index searched with the notes."""
+    """Add your own documents, such as the CUDA toolkit's HTML docs, to the user index searched with the notes."""
     paths = paths or []
     if not paths and not reset:
         raise UserError("name at least one file or folder to index (or --reset to empty the user index)")
-    index = _library().add(paths, reset=reset)
+    library = _library()
+    index = library.add(paths, reset=reset)
     if index is None:
         typer.echo("user index is empty")
         return
-    files = len({c.source for c in index.chunks})
-    typer.echo(f"user index: {files} files, {len(index.chunks)} sections; {len(index.skipped)} skipped")
+    chunks = library.user_chunks(index)
+    files = len({c.source for c in chunks})
+    typer.echo(f"user index: {files} files, {len(chunks)} sections; {len(index.skipped)} skipped")
 
 
 @docs_app.command("list")

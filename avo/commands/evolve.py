@@ -105,13 +105,14 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     base_result = run.load_eval(lineage.baseline) if lineage.baseline else None
     say(f"run {run.id}: {reason}")
     if best_result is not None:
-        versus = f" (baseline {base_result.fitness:.3f})" if base_result is not None else ""
-        say(f"best {best}: {best_result.summary()}{versus}")
+        versus = f" (baseline {lineage.baseline}: {base_result.fitness:.4g})" if base_result is not None else ""
+        say(f"best {best}: fitness {best_result.fitness:.4g}{versus}; {best_result.summary()}")
     else:
         say("no correct candidate yet")
-    say(f"look: avo show {run.id} · avo diff best baseline --run {run.id} · {run.path}")
+    where = "" if config.runs_dir == "runs" else f" --runs-dir {config.runs_dir}"
+    say(f"look: avo show {run.id}{where} · avo diff best baseline --run {run.id}{where} · {run.path}")
     if run.info().get("state") == "stopped":
-        say(f"continue with: avo evolve --resume {run.id}")
+        say(f"continue with: avo evolve --resume {run.id}{where}")
         return 130
     return 0
 

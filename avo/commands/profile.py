@@ -28,7 +28,8 @@ def profile(
     kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
     case: int = typer.Option(0, "--case", help="Index of the bench case to profile."),
     gpu: str = typer.Option("auto", "--gpu", help="GPU profile for the roofline: auto, h100, h200 or b200."),
-    run: str | None = typer.Option(None, "--run", help="Keep the raw ncu CSV in this run's profiles/ (id, path, latest)."),
+    run: str | None = typer.Option(None, "--run", help="Keep the raw ncu CSV in this run's profiles/ (id, path or "
+                                   "latest)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds before ncu is stopped."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -48,7 +49,9 @@ def profile(
     if run is not None:
         from avo.run import Run
 
-        out_dir = Run.open(run, runs_dir).profiles_dir
+        opened = Run.open(run, runs_dir)
+        out_dir = opened.profiles_dir
+        opened.close()
     result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=case, out_dir=out_dir, timeout_s=timeout)
     if as_json:
         print(json.dumps(result.summary, indent=2))
@@ -60,7 +63,8 @@ def profile(
 def inspect(
     candidate: Path = typer.Argument(..., help="Candidate folder (holds kernel.py, and any .cu files)."),
     kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
-    gpu: str = typer.Option("h200", "--gpu", help="Compile target by GPU profile: h100, h200 (sm_90a) or b200 (sm_100a)."),
+    gpu: str = typer.Option("h200", "--gpu", help="Compile target, by GPU profile: h100, h200 (sm_90a) or b200 "
+                            "(sm_100a)."),
     case: int = typer.Option(0, "--case", help="Bench case whose shapes pick the constexprs the wrapper uses."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report (histograms included) as JSON."),
 ) -> None:

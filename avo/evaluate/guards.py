@@ -95,24 +95,31 @@ def forbidden_ops(reference_fn: Callable[[], Any]) -> frozenset[str]:
 
 def call_watched(fn: Callable[[], Any], forbidden: frozenset[str]) -> Any:
     """Run the candidate's call with every aten op it dispatches recorded; Rejection('runtime.library_op') if any is
-    in `forbidden`. Ops are recorded, not refused, so a cheat cannot catch the refusal and carry on."""
+    in `forbidden`, even when the call then raised. Ops are recorded, not refused, so a cheat cannot catch the
+    refusal and carry on."""
     import torch.utils._python_dispatch as python_dispatch
 
     seen: set[str] = set()
     mode = _recording_mode(seen)
-    with mode:
-        out = fn()
-        still_watching = python_dispatch._get_current_dispatch_mode() is mode
-    used = sorted(seen & forbidden)
-    if used:
-        ops = ", ".join(f"aten.{op}" for op in used)
-        raise Rejection(
-            "runtime.library_op",
-            f"the call dispatched {ops}, a compute op of the task's reference; compute it in your own kernel",
-        )
+    try:
+        with mode:
+            out = fn()
+            still_watching = python_dispatch._get_current_dispatch_mode() is mode
+    except Exception:
+        _reject_library_ops(seen, forbidden)
+        raise
+    _reject_library_ops(seen, forbidden)
     if not still_watching:
         raise Rejection("runtime.library_op", "the call left the op recorder's dispatch mode stack altered")
     return out
+
+
+def _reject_library_ops(seen: set[str], forbidden: frozenset[str]) -> None:
+    used = sorted(seen & forbidden)
+    if used:
+        ops = ", ".join(f"aten.{op}" for op in used)
+        raise Rejection("runtime.library_op",
+                        f"the call dispatched {ops}, a compute op of the task's reference; compute it in your own kernel")
 
 
 def check_output_type(out: Any) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from avo.profile import ProfileError, sass
-from avo.profile.ncu import child_env, run_command
+from avo.profile.ncu import child_env, pick_case, run_command
 
 DEFAULT_TIMEOUT_S = 300.0
 PTX_KEYS = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
@@ -34,26 +34,26 @@ class CompileReport:
 def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
                       timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileReport:
     """Compile facts for every kernel of the candidate; ProfileError when none could be compiled."""
-    from avo.tasks import load
-
     candidate_dir = Path(candidate_dir).resolve()
     kernel_py = candidate_dir / "kernel.py"
     if not kernel_py.is_file():
-        raise ProfileError(f"no kernel.py in {candidate_dir}: a candidate is a folder whose kernel.py defines the entry")
-    task = load(task_spec)
-    cases = task.cases(suite)
-    if not 0 <= case_index < len(cases):
-        raise ProfileError(f"case {case_index} does not exist: the {suite} suite of {task.name} has cases 0..{len(cases) - 1}")
+        raise ProfileError(f"no kernel.py in {candidate_dir}: a candidate is a folder whose kernel.py defines the "
+                           "entry")
+    _task, case = pick_case(task_spec, suite, case_index)
     kernels, problems = [], []
     if "triton" in kernel_py.read_text(errors="replace"):
         result = _triton_child(candidate_dir, task_spec, suite, case_index, gpu, timeout_s)
         kernels += result.get("kernels", [])
         problems += [p for p in (result.get("error"), result.get("note")) if p]
     for cu in sorted(candidate_dir.glob("*.cu")):
-        kernels += nvcc_inspect(cu, gpu)
+        try:
+            kernels += nvcc_inspect(cu, gpu)
+        except ProfileError as exc:
+            problems.append(str(exc))
     if not kernels:
-        raise ProfileError(f"compile inspection found no kernel: {problems[0] if problems else 'no Triton kernel or .cu file'}")
-    data = _data(kernels, gpu, cases[case_index].name, suite, problems)
+        why = problems[0] if problems else "no Triton kernel or .cu file"
+        raise ProfileError(f"compile inspection found no kernel: {why}")
+    data = _data(kernels, gpu, case.name, suite, problems)
     return CompileReport(data=data, text=render(data))
 
 
@@ -62,7 +62,7 @@ def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: i
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
                task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
-        returncode, output = run_command(cmd, timeout_s=timeout_s)
+        returncode, output = run_command(cmd, timeout_s=timeout_s, cwd=Path(tmp))
         if returncode is None:
             raise ProfileError(f"compiling the Triton kernels took longer than {timeout_s:.0f} s and was stopped")
         if not out.exists():
@@ -75,7 +75,8 @@ def nvcc_inspect(cu: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
     """Per __global__ function of one .cu file: registers, spills, static shared memory, SASS histogram."""
     nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
     if not os.path.isfile(nvcc):
-        raise ProfileError("nvcc was not found on PATH or in $CUDA_HOME/bin: install the CUDA toolkit to inspect .cu files")
+        raise ProfileError("nvcc was not found on PATH or in $CUDA_HOME/bin: install the CUDA toolkit to inspect "
+                           ".cu files")
     with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
         cubin = Path(tmp) / (cu.stem + ".cubin")
         cmd = [nvcc, "-cubin", f"-arch={gpu.arch}", "-Xptxas", "-v", "-std=c++17", "-I", str(cu.parent),
@@ -86,7 +87,8 @@ def nvcc_inspect(cu: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
         except subprocess.TimeoutExpired:
             raise ProfileError(f"nvcc did not compile {cu.name} within {timeout_s:.0f} s") from None
         if done.returncode != 0:
-            errors = [ln for ln in done.stderr.splitlines() if "error" in ln] or done.stderr.strip().splitlines() or ["?"]
+            lines = done.stderr.strip().splitlines()
+            errors = [ln for ln in lines if "error" in ln] or lines or ["?"]
             raise ProfileError(f"nvcc could not compile {cu.name}: {errors[0].strip()[:300]}")
         usage = sass.parse_ptxas_verbose(done.stdout + done.stderr)
         listings = sass.split_sass_functions(sass.sass_text(cubin))
@@ -97,7 +99,7 @@ def nvcc_inspect(cu: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
             "name": name, "source": cu.name, "target": gpu.arch, "registers": facts["registers"],
             "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
             "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
-            "static_shared_bytes": facts["static_shared_bytes"], "sass_instructions": sum(hist.values()),
+            "sass_instructions": sum(hist.values()),
             "families": sass.families(hist), "histogram": dict(hist.most_common()), "notes": [
                 "shared_bytes counts static shared memory only: dynamic shared memory is set at launch"],
         })
@@ -137,9 +139,8 @@ def render(data: dict, top_opcodes: int = 8) -> str:
         lines.append(f"{k['name']} ({k['source']})" + (": " + "; ".join(shape) if shape else ""))
         spills = k["spills"]
         lines.append(f"  registers {k['registers']}/thread, spills {spills['store_bytes']} B stored / "
-                     f"{spills['load_bytes']} B loaded, shared {k['shared_bytes']:,} B"
-                     + (f" (+{k['static_shared_bytes']:,} static)" if k.get("source") == "triton" else "")
-                     + f", local {k.get('local_bytes')} B/thread")
+                     f"{spills['load_bytes']} B loaded, shared memory {k['shared_bytes']:,} B/block, "
+                     f"local memory {k.get('local_bytes')} B/thread")
         occ = k.get("occupancy")
         if occ:
             limits = {"registers": occ["by_registers"], "shared memory": occ["by_shared_memory"],

@@ -33,8 +33,6 @@ MAX_KERNELS = 4
 DEFAULT_TIMEOUT_S = 300.0
 PERMISSION_HELP = ("ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or have an "
                    "administrator load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0")
-_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
-             "CUDA_HOME", "CUDA_PATH", "TRITON_CACHE_DIR", "TRITON_HOME", "XDG_CACHE_HOME", "TORCH_HOME")
 
 
 @dataclass
@@ -66,10 +64,12 @@ def find_ncu(explicit: str | None = None) -> str:
 
 
 def child_env() -> dict[str, str]:
-    """What the profiled program may see: no API keys or tokens, no interpreter mode, a fixed number format."""
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    """What the profiled program may see: the evaluator's scrubbed environment (no API keys or tokens, no
+    interpreter mode) with a fixed number format."""
+    from avo.evaluate.harness import scrubbed_env
+
+    env = scrubbed_env("cuda")
     env["LC_ALL"] = "C"  # ncu groups digits by locale; the parser reads the C locale's "193,312"
-    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
@@ -87,10 +87,11 @@ def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_i
     return cmd
 
 
-def run_command(cmd: list[str], *, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int | None, str]:
-    """Exit code (None after a timeout) and combined output; at the timeout the whole process group is killed."""
+def run_command(cmd: list[str], *, timeout_s: float, cwd: Path) -> tuple[int | None, str]:
+    """Exit code (None after a timeout) and combined output of `cmd` run in `cwd` with child_env(); at the timeout
+    the whole process group is killed."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            env=child_env() if env is None else env, start_new_session=True)
+                            env=child_env(), cwd=cwd, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -114,24 +115,33 @@ def explain_failure(returncode: int, output: str, status: dict | None, case: str
         return ProfileError(f"ncu failed (exit {returncode}): {errors[-1].removeprefix('==ERROR==').strip()}")
     if status is None:
         tail = " ".join(output.strip().splitlines()[-2:])[-300:]
-        return ProfileError(f"the profiled program ended before finishing its call on {case} (exit {returncode}): {tail}")
-    return ProfileError(f"no kernel launched inside the measured call on {case}, so ncu profiled nothing: the entry "
-                        "must launch its work as GPU kernels")
+        return ProfileError(f"the profiled program ended before finishing its call on {case} "
+                            f"(exit {returncode}): {tail}")
+    warnings = [ln.removeprefix("==WARNING==").strip() for ln in output.splitlines() if ln.startswith("==WARNING==")]
+    said = f" (ncu: {warnings[-1]})" if warnings else ""
+    return ProfileError(f"no kernel launched inside the measured call on {case}, so ncu profiled nothing{said}: the "
+                        "entry must launch its work as GPU kernels")
+
+
+def pick_case(task_spec: str, suite: str, index: int):
+    """The task and its case `index` of `suite`; ProfileError naming the valid range otherwise."""
+    from avo.tasks import load
+
+    task = load(task_spec)
+    cases = task.cases(suite)
+    if not 0 <= index < len(cases):
+        raise ProfileError(f"case {index} does not exist: the {suite} suite of {task.name} has cases "
+                           f"0..{len(cases) - 1}")
+    return task, cases[index]
 
 
 def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
                       out_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       ncu: str | None = None) -> NcuProfile:
     """Profile case `case_index` of `suite`; raises ProfileError with a one-line reason when there is no profile."""
-    from avo.tasks import load
-
     ncu_path = find_ncu(ncu)
     candidate_dir = Path(candidate_dir).resolve()
-    task = load(task_spec)
-    cases = task.cases(suite)
-    if not 0 <= case_index < len(cases):
-        raise ProfileError(f"case {case_index} does not exist: the {suite} suite of {task.name} has cases 0..{len(cases) - 1}")
-    case = cases[case_index]
+    task, case = pick_case(task_spec, suite, case_index)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="avo-ncu-") as tmp:
         log, status_path = Path(tmp) / "details.csv", Path(tmp) / "status.json"
@@ -139,7 +149,8 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
         for attempt in range(2):
             cmd = ncu_command(ncu_path, candidate=candidate_dir, task_spec=task_spec, suite=suite,
                               case_index=case_index, log=log, status=status_path, metrics=metrics)
-            returncode, output = run_command(cmd, timeout_s=max(1.0, timeout_s - (time.monotonic() - started)))
+            left = max(1.0, timeout_s - (time.monotonic() - started))
+            returncode, output = run_command(cmd, timeout_s=left, cwd=Path(tmp))
             if returncode is None:
                 raise ProfileError(f"ncu did not finish within {timeout_s:.0f} s and was stopped: the candidate may "
                                    "hang, or its kernels take too long to replay (try a smaller case with --case)")

@@ -91,7 +91,8 @@ def to_number(text: str) -> float | None:
 
 
 def parse_details_csv(text: str) -> list[KernelReport]:
-    """Kernel reports in launch order. Lines before the CSV header (==PROF==, ==WARNING==, program output) are skipped."""
+    """Kernel reports in launch order; lines before the CSV header (==PROF==, ==WARNING==, program output) are
+    skipped."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID",') and '"Metric Name"' in line), None)
     if start is None:
@@ -107,7 +108,8 @@ def parse_details_csv(text: str) -> list[KernelReport]:
                                                  row.get("Grid Size") or "")
         section = row.get("Section Name") or ""
         if row.get("Metric Name"):
-            report.metrics[(section, row["Metric Name"])] = (row.get("Metric Value") or "", row.get("Metric Unit") or "")
+            value, unit = row.get("Metric Value") or "", row.get("Metric Unit") or ""
+            report.metrics[(section, row["Metric Name"])] = (value, unit)
         elif row.get("Rule Name"):
             report.rules.append(Rule(section, row["Rule Name"], row.get("Rule Type") or "",
                                      row.get("Rule Description") or "", to_number(row.get("Estimated Speedup") or "")))

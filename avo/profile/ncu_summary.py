@@ -80,9 +80,9 @@ def render(s: dict) -> str:
     lines.append(line)
     r = s.get("roofline")
     if r:
-        lines.append(f"roofline: {r['achieved_tflops']} TFLOPS = {r['pct_of_peak_compute']}% of the {r['peak_tflops']:g} "
-                     f"bf16 peak; {r['achieved_gbps']:g} GB/s = {r['pct_of_peak_bandwidth']}% of HBM; intensity "
-                     f"{r['arithmetic_intensity']:g} FLOP/B vs ridge {r['ridge_point']:g} -> {r['bound']}-bound, "
+        lines.append(f"roofline: {r['achieved_tflops']} TFLOPS = {r['pct_of_peak_compute']}% of the "
+                     f"{r['peak_tflops']:g} bf16 peak; {r['achieved_gbps']:g} GB/s = {r['pct_of_peak_bandwidth']}% "
+                     f"of HBM; intensity {r['arithmetic_intensity']:g} FLOP/B vs ridge {r['ridge_point']:g} -> {r['bound']}-bound, "
                      f"{r['pct_of_roofline']}% of attainable")
     lines.append(f"speed of light: SM {_pct(s['sm_throughput_pct'])}, memory {_pct(s['memory_throughput_pct'])} "
                  f"(DRAM {_pct(s['dram_throughput_pct'])}, L2 {_pct(s['l2_throughput_pct'])}, "
@@ -98,8 +98,8 @@ def render(s: dict) -> str:
     lines.append(f"occupancy: achieved {_pct(s['achieved_occupancy_pct'])} of theoretical "
                  f"{_pct(s['theoretical_occupancy_pct'])}, limited by {limiters}")
     lines.append(f"resources: {_num(s['registers_per_thread'])} registers/thread, {_num(s['dynamic_shared_bytes'])} B "
-                 f"dynamic + {_num(s['static_shared_bytes'])} B static shared/block, {_num(s['waves_per_sm'])} waves/SM, "
-                 f"local-memory spill requests {_num(s['local_spill_requests'])}")
+                 f"dynamic + {_num(s['static_shared_bytes'])} B static shared/block, "
+                 f"{_num(s['waves_per_sm'])} waves/SM, local-memory spill requests {_num(s['local_spill_requests'])}")
     lines.append(f"issue: slots busy {_pct(s['issue_slots_busy_pct'])}, eligible warps/scheduler "
                  f"{_num(s['eligible_warps_per_scheduler'])} of {_num(s['active_warps_per_scheduler'])} active, "
                  f"no eligible warp {_pct(s['no_eligible_pct'])} of cycles, {_num(s['cycles_per_issue'])} cycles "

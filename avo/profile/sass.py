@@ -50,10 +50,11 @@ def parse_ptxas_verbose(text: str) -> dict[str, dict]:
     found: dict[str, dict] = {}
     current: dict | None = None
     for line in text.splitlines():
-        entry = re.search(r"Compiling entry function '([^']+)'", line) or re.search(r"Function properties for (\S+)", line)
+        entry = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
         if entry:
-            current = found.setdefault(entry.group(1), {"registers": None, "spill_store_bytes": 0,
-                                                        "spill_load_bytes": 0, "stack_bytes": 0, "static_shared_bytes": 0})
+            current = found.setdefault(entry.group(1) or entry.group(2), {
+                "registers": None, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_bytes": 0,
+                "static_shared_bytes": 0})
             continue
         if current is None:
             continue
@@ -138,7 +139,7 @@ def occupancy_estimate(registers: int | None, shared_bytes: int, threads: int, g
     by_regs = gpu.regs_per_sm // (regs_per_warp * warps)
     reserved = 1024  # the driver keeps 1 KiB of shared memory per block on sm_80 and later
     by_smem = (gpu.smem_per_sm_kb * 1024) // (shared_bytes + reserved)
-    by_warps = 64 // warps
+    by_warps = min(64 // warps, 32)  # 64 resident warps and 32 blocks per SM on sm_80 and later
     blocks = min(by_regs, by_smem, by_warps)
     return {"blocks_per_sm": blocks, "by_registers": by_regs, "by_shared_memory": by_smem, "by_warps": by_warps,
             "warps_per_sm": blocks * warps}

@@ -134,15 +134,37 @@ def _plain(value):
 
 
 def meta_inputs(task, case) -> tuple:
-    """The case's inputs as meta tensors: made under FakeTensorMode (no memory), or for real if that fails."""
+    """The case's inputs as meta tensors (shapes, strides, dtypes; no memory, no random numbers drawn).
+
+    Tensor factories are redirected to the meta device while make_inputs runs; should make_inputs need real values,
+    FakeTensorMode (slower to start) and then real CPU tensors are the fallbacks.
+    """
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.overrides import TorchFunctionMode
+
+    factories = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.empty, torch.empty_strided,
+                 torch.zeros, torch.ones, torch.full, torch.arange, torch.linspace, torch.eye}
+
+    class MetaFactories(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in factories:
+                kwargs["device"] = "meta"
+                kwargs.pop("generator", None)
+                kwargs.pop("pin_memory", None)
+            return func(*args, **kwargs)
 
     try:
-        with FakeTensorMode():
+        with MetaFactories():
             inputs = task.make_inputs(case, 0, "cpu")
     except Exception:
-        inputs = task.make_inputs(case, 0, "cpu")
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        try:
+            with FakeTensorMode():
+                inputs = task.make_inputs(case, 0, "cpu")
+        except Exception:
+            inputs = task.make_inputs(case, 0, "cpu")
     return tuple(torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
                  if isinstance(x, torch.Tensor) else x for x in inputs)
 
@@ -189,7 +211,6 @@ def analyze(launch: Launch, gpu) -> dict:
         "spills": {"store_bytes": ptxas.get("spill_store_bytes"), "load_bytes": ptxas.get("spill_load_bytes")},
         "local_bytes": usage.get("LOCAL"),
         "shared_bytes": meta.shared,
-        "static_shared_bytes": usage.get("SHARED"),
         "occupancy": sass.occupancy_estimate(registers, meta.shared, threads, gpu),
         "sass_instructions": sum(sass_hist.values()),
         "families": sass.families(sass_hist),

@@ -8,6 +8,7 @@ any S >= 1, D in {64, 128}, bf16 or fp16. The bench suite is the AVO paper's: D 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 from avo.errors import UserError
@@ -152,41 +153,46 @@ class AttentionTask:
 
     def library(self, q, k, v, causal, sm_scale):
         """SDPA as a user would call it: cuDNN on a GPU when it takes the shape, else torch's own choice."""
-        import torch
         import torch.nn.functional as F
 
         gqa = q.shape[1] != k.shape[1]
         if q.device.type != "cuda":
             self._last_library = f"torch sdpa ({q.device.type})"
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         key = (q.shape[1], k.shape[1], q.shape[2], q.shape[3], q.dtype, causal)
         path = self._library_paths.get(key)
-        attempts = [path] if path else ["cudnn sdpa", "cudnn sdpa (k/v repeated for GQA)", "torch sdpa (default)"]
-        for attempt in attempts:
-            if attempt == "cudnn sdpa (k/v repeated for GQA)" and not gqa:
-                continue
-            try:
-                if attempt == "cudnn sdpa":
-                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale,
-                                                             enable_gqa=gqa)
-                elif attempt.startswith("cudnn"):
-                    group = q.shape[1] // k.shape[1]
-                    kr, vr = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                        out = F.scaled_dot_product_attention(q, kr, vr, is_causal=causal, scale=sm_scale)
-                else:
-                    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
-            except RuntimeError:
-                if path:
-                    raise
-                continue
-            self._library_paths[key] = attempt
-            self._last_library = attempt
-            return out
+        if path:
+            self._last_library = path
+            return self._sdpa(path, q, k, v, causal, sm_scale, gqa)
+        attempts = ["cudnn sdpa", "cudnn sdpa (k/v repeated for GQA)", "torch sdpa (default)"]
+        # A backend that declines a shape explains why in UserWarnings before raising: expected while probing.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            for attempt in attempts:
+                if attempt == "cudnn sdpa (k/v repeated for GQA)" and not gqa:
+                    continue
+                try:
+                    out = self._sdpa(attempt, q, k, v, causal, sm_scale, gqa)
+                except RuntimeError:
+                    continue
+                self._library_paths[key] = self._last_library = attempt
+                return out
         raise RuntimeError("no SDPA backend accepted this shape")
+
+    @staticmethod
+    def _sdpa(attempt: str, q, k, v, causal: bool, sm_scale: float, gqa: bool):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        if attempt == "cudnn sdpa":
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
+        if attempt.startswith("cudnn"):
+            group = q.shape[1] // k.shape[1]
+            kr, vr = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q, kr, vr, is_causal=causal, scale=sm_scale)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
 
     def library_name(self) -> str:
         if self._last_library:

@@ -156,3 +156,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["evolve", "--resume", "no-such-run", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("avo: error:") for line in err)
+
+
+def test_replay_re_drives_a_recorded_run(tmp_path, fake_task, monkeypatch, capsys):
+    def script(index, body):
+        source = kernel(1.0 + 0.5 * (index + 1))
+        return anthropic_turn(("write_file", {"path": "kernel.py", "content": source}),
+                              ("evaluate", {"rationale": f"step {index}"}))
+    with Loopback(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        code, recorded = evolve(tmp_path, server, "--agent", "anthropic", "--max-candidates", "2")
+    assert code == 0
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # replay must not touch the network
+    code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(tmp_path / "replayed"),
+                 "--quiet", "--replay-from", str(recorded.path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "agent: replay, model replay:claude-sonnet-5-5" in out
+    replayed = Run.open("latest", tmp_path / "replayed")
+    assert [(i.status, i.fitness, i.rationale) for i in replayed.lineage.log()] == \
+        [(i.status, i.fitness, i.rationale) for i in recorded.lineage.log()]
+    assert "replayed every recorded turn" in replayed.events()[-1]["reason"]

@@ -96,15 +96,17 @@ def test_roofline_of_a_memory_bound_kernel_is_measured_against_bandwidth():
 
 def test_extra_metrics_give_stalls_tensor_pipe_and_bank_conflicts_and_the_longest_kernel_leads():
     extra, wss = "Command line profiler metrics", "Warp State Statistics"
+    stalled = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio".format
     lines = [
         "==PROF== Connected to process 7", HEADER,
         row("0", "fill", "GPU Speed Of Light Throughput", "Duration", "us", "2.50"),
         row("1", "attn_fwd", "GPU Speed Of Light Throughput", "Duration", "ms", "1.25"),
         row("1", "attn_fwd", wss, "Warp Cycles Per Issued Instruction", "cycle", "20.00"),
-        row("1", "attn_fwd", extra, "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", "9.00"),
-        row("1", "attn_fwd", extra, "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "", "3.00"),
-        row("1", "attn_fwd", extra, "smsp__average_warps_issue_stalled_selected_per_issue_active.ratio", "", "1.00"),
-        row("1", "attn_fwd", extra, "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "%", "61.5"),
+        row("1", "attn_fwd", extra, stalled("long_scoreboard"), "", "9.00"),
+        row("1", "attn_fwd", extra, stalled("barrier"), "", "3.00"),
+        row("1", "attn_fwd", extra, stalled("selected"), "", "1.00"),
+        row("1", "attn_fwd", extra, "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "%",
+            "61.5"),
         row("1", "attn_fwd", extra, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", "1,234,567"),
         row("1", "attn_fwd", extra, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "", "0"),
         "==PROF== Disconnected from process 7",

@@ -105,7 +105,8 @@ def test_a_hanging_profile_is_stopped_at_the_timeout(tmp_path):
 def test_unknown_extra_metric_retries_with_sections_only_and_keeps_the_raw_csv(tmp_path):
     ncu = fake_ncu(tmp_path, f"""\
         if "--metrics" in args:
-            print("==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
+            print("==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_"
+                  "sustained_active")
             sys.exit(1)
         open(log, "w").write(open({str(FIXTURE)!r}).read())
         open(status, "w").write(json.dumps({{"ok": True, "case": "4096x4096x4096"}}))

@@ -130,6 +130,8 @@ def test_large_magnitude_case_overflows_a_softmax_without_max_subtraction():
 @pytest.mark.parametrize("suite", ["check", "tiny"])
 def test_reference_matches_the_textbook_formula(suite):
     for case in task.cases(suite):
+        if case.params["S"] > 300:
+            continue  # the per-head loop is slow at S = 1000; shorter cases cover the same code paths
         inputs = task.make_inputs(case, 3, "cpu")
         ref = task.reference(*inputs)
         assert ref.dtype == torch.float64
@@ -149,8 +151,8 @@ def test_chunked_reference_equals_unchunked(causal):
 
 def test_tolerance_passes_honest_kernels_and_rejects_fp8():
     for case in task.cases("check") + task.cases("tiny"):
-        if case.params["S"] == 1:
-            continue  # one key: softmax is exactly 1, so only v's rounding shows; covered by the other cases
+        if case.params["S"] == 1 or case.params["S"] > 300:
+            continue  # S = 1: softmax is exactly 1, only v's rounding shows; S = 1000: slow, adds nothing
         inputs = task.make_inputs(case, 11, "cpu")
         ref = task.reference(*inputs)
         tol = task.tolerance(case.dtype)
@@ -180,6 +182,6 @@ def test_library_and_reference_agree_on_gpu():
         ref = task.reference(*inputs)
         assert ref.dtype == torch.float32
         cpu_ref = task.reference(*(t.cpu() if torch.is_tensor(t) else t for t in inputs))
-        assert relative_error(ref, cpu_ref) < 1e-5, case.name
+        assert relative_error(ref.cpu(), cpu_ref) < 1e-5, case.name
         err = relative_error(task.library(*inputs), ref)
         assert err < task.tolerance(case.dtype), (case.name, task.library_name(), err)

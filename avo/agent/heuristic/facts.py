@@ -46,6 +46,11 @@ def _first(flat: list[tuple[str, Any]], *patterns: str) -> float | None:
     return None
 
 
+def _largest(flat: list[tuple[str, Any]], pattern: str) -> float | None:
+    values = [n for path, value in flat if re.search(pattern, path) and (n := _number(value)) is not None]
+    return max(values) if values else None
+
+
 def _long_scoreboard(data: Any) -> float | None:
     """Share of stall cycles spent waiting on global/local memory (ncu's long scoreboard)."""
     found: list[float] = []
@@ -54,7 +59,8 @@ def _long_scoreboard(data: Any) -> float | None:
         if isinstance(value, dict):
             reason = str(value.get("reason", value.get("name", ""))).lower().replace(" ", "_")
             pct = _number(value.get("pct", value.get("percent", value.get("share"))))
-            if "long_scoreboard" in reason and pct is not None:
+            # ncu names it long_scoreboard in metrics, and in words in its CPIStall rule
+            if ("long_scoreboard" in reason or ("scoreboard" in reason and "l1tex" in reason)) and pct is not None:
                 found.append(pct)
             for key, item in value.items():
                 if "long_scoreboard" in str(key).lower() and _number(item) is not None:
@@ -79,12 +85,12 @@ def facts_from(profile: dict | None = None, compile_info: dict | None = None) ->
         facts.compute_pct = _first(flat, r"(compute|sm)_?(sol|throughput).*", r"compute.*pct")
         facts.occupancy_pct = _first(flat, r"achieved.*occupancy", r"occupancy")
         facts.registers = _int(_first(flat, r"registers?_per_thread", r"registers"))
-        facts.spills = _int(_first(flat, r"spill"))
+        facts.spills = _int(_largest(flat, r"spill"))
         facts.sources.append("profile")
     if compile_info:
         flat = list(_walk(compile_info))
         registers = _int(_first(flat, r"registers"))
-        spills = _int(_first(flat, r"spill"))
+        spills = _int(_largest(flat, r"spill"))
         facts.registers = registers if registers is not None else facts.registers
         facts.spills = spills if spills is not None else facts.spills
         facts.sources.append("compile")

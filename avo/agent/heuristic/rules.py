@@ -193,9 +193,9 @@ def estimate(shape: Shape, knobs: dict[str, Knob], old: Point, new: Point, facts
         gain = gain * 1.5 + 0.03
         reasons.append(_memory_words(facts))
     relieves = accumulator_registers(shape, new) < accumulator_registers(shape, old)
-    if facts.spills and relieves:
+    if relieves and (facts.spills or (facts.registers or 0) >= 224):
         gain += 0.1
-        reasons.append(f"{facts.spills} B register spills")
+        reasons.append(f"{facts.spills} B register spills" if facts.spills else f"{facts.registers} registers per thread")
     reasons.append(_why(f_old, f_new, shape, old, new))
     return Estimate(gain=gain, reason="; ".join(r for r in reasons if r))
 

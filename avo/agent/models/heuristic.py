@@ -22,8 +22,8 @@ from avo.agent.stops import ModelExhausted
 LINEAGE_LIMIT = 500
 SAME_FAILURE_LIMIT = 6
 """Candidates, the seed included, that must all fail the same way before the search gives up on the knobs."""
-MAX_PROFILES = 6
-"""Profiles cost ~10 s of ncu each: enough to re-orient after the big moves, not after every small one."""
+MAX_PROFILES = 3
+"""A profile costs ~10 s of ncu: enough to re-orient after the first few new bests, not after every small step."""
 
 
 class HeuristicModel:
@@ -73,11 +73,11 @@ class HeuristicModel:
                 why = h.last_edit_rationale if h.workspace_cid is None else "Baseline: measure the seed as it is."
                 return self._turn(why, ("evaluate", {"rationale": f"{why} {format_point(current)}"}))
 
-        profile = self._profile_calls(system, h, offered)
+        move = search.next_move()
+        # A jump to a known-good configuration does not depend on the profile; fine moves do.
+        profile = self._profile_calls(system, h, offered) if move is not None and move.kind != "preset" else []
         if profile:
             return self._turn(f"Observe: profile the best kernel {h.best_cid} to see what limits it now.", *profile)
-
-        move = search.next_move()
         if move is None:
             done = len(search.trials)
             failed = sum(t.status != "correct" for t in search.trials.values())

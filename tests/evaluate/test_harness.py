@@ -1,0 +1,139 @@
+"""The evaluator end to end, on the CPU: real tiny Triton kernels under the interpreter, each in a child process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from avo.config import EvalConfig
+from avo.evaluate.harness import Evaluator, scrubbed_env
+from avo.gpus import PROFILES
+
+KERNELS = Path(__file__).parent / "kernels"
+H200 = PROFILES["h200"]
+
+
+def evaluator(**overrides) -> Evaluator:
+    """Check-only on the tiny suite unless told otherwise: timing is tested once, it costs interpreter time."""
+    settings = {"check_suite": "tiny", "bench_suite": "", "seed": 11} | overrides
+    return Evaluator("gemm", device="interpret", gpu=H200, config=EvalConfig(**settings))
+
+
+@pytest.fixture(scope="module")
+def good_timed():
+    return evaluator(bench_suite="bench").evaluate(KERNELS / "good_gemm")
+
+
+def test_good_kernel_is_correct_with_interpreter_timing(good_timed):
+    r = good_timed
+    assert r.status == "correct", r.message
+    assert r.timing_source == "interpreter" and r.device == "interpret"
+    assert r.seed == 11 and r.versions["torch"] and r.versions["triton"]
+    assert r.library == "torch.matmul (cpu)"
+    tiny = [c for c in r.cases if c.suite == "tiny"]
+    assert len(tiny) == 4 and all(c.correct for c in tiny)
+    assert all(c.rel_err < c.tolerance for c in tiny)
+    assert all(c.ms > 0 and c.library_ms > 0 and c.speedup == pytest.approx(c.library_ms / c.ms) for c in tiny)
+    assert r.fitness > 0
+    assert set(r.stage_s) >= {"static", "import", "check", "bench"}
+
+
+def test_wrong_kernel_is_incorrect_with_its_error():
+    r = evaluator().evaluate(KERNELS / "wrong_gemm")
+    assert r.status == "incorrect" and r.rule == "check.mismatch"
+    assert "1x1x1_fp16" in r.message and "relative error" in r.message and "0.002" in r.message
+    failed = [c for c in r.cases if not c.correct]
+    assert failed and all(c.rel_err > c.tolerance for c in failed)
+    assert r.fitness == 0
+
+
+def test_syntax_error_is_compile_error_naming_the_line():
+    r = evaluator().evaluate(KERNELS / "syntax_error")
+    assert r.status == "compile_error" and r.rule == "compile"
+    assert "kernel.py:6" in r.message and "def gemm(a, b)" in r.message
+
+
+def test_unwritten_output_is_caught():
+    r = evaluator().evaluate(KERNELS / "unwritten")
+    assert r.status == "incorrect" and r.rule == "check.unwritten"
+    assert "never written" in r.message
+
+
+def test_abort_is_a_crash_and_names_the_signal():
+    r = evaluator().evaluate(KERNELS / "aborts")
+    assert r.status == "crash" and r.rule == "crash"
+    assert "SIGABRT" in r.message and "1x1x1_fp16" in r.message
+
+
+def test_endless_loop_times_out_within_its_limit_and_the_next_evaluation_works():
+    limit = 12.0
+    ev = evaluator(import_timeout_s=limit, check_timeout_s=limit)
+    started = time.monotonic()
+    r = ev.evaluate(KERNELS / "endless_loop")
+    elapsed = time.monotonic() - started
+    assert r.status == "timeout" and r.rule == "stage.import"
+    assert "stage compile" in r.message, "the limit must be hit while the kernel runs, not while starting up"
+    assert elapsed < limit + 5
+    assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    """A candidate's own child process dies with the worker (it shares the worker's session)."""
+    folder = tmp_path / "spawner"
+    folder.mkdir()
+    marker = tmp_path / "alive"
+    (folder / "kernel.py").write_text(
+        "import os\nimport time\n\n\ndef gemm(a, b):\n"
+        f"    if os.fork() == 0:\n        while True:\n            open({str(marker)!r}, 'w').close()\n"
+        "            time.sleep(0.1)\n"
+        "    while True:\n        time.sleep(1)\n"
+    )
+    r = evaluator(import_timeout_s=10.0).evaluate(folder)
+    assert r.status in ("timeout", "rejected")
+    if r.status == "rejected":  # the static guards may refuse os.fork before it ever runs
+        return
+    time.sleep(0.5)
+    if marker.exists():
+        marker.unlink()
+    time.sleep(0.5)
+    assert not marker.exists(), "the forked grandchild survived the kill"
+
+
+def test_candidate_cannot_see_api_keys(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("AVO_PROBE_VISIBLE", "1")
+    r = evaluator().evaluate(KERNELS / "env_probe")
+    assert r.status == "correct", r.message
+
+
+def test_scrubbed_env_drops_secrets_and_sets_the_interpreter(monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "AWS_REGION", "HF_HOME", "GITHUB_TOKEN", "DB_PASSWORD",
+                 "MY_SECRET", "some_key"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    env = scrubbed_env("interpret")
+    assert not {"ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "AWS_REGION", "HF_HOME", "GITHUB_TOKEN", "DB_PASSWORD",
+                "MY_SECRET", "some_key"} & set(env)
+    assert env["TRITON_INTERPRET"] == "1" and env["PATH"] == os.environ["PATH"]
+    assert "TRITON_INTERPRET" not in scrubbed_env("cuda")
+
+
+def test_confirm_times_both_in_one_child(tmp_path):
+    incumbent = tmp_path / "incumbent"
+    shutil.copytree(KERNELS / "good_gemm", incumbent)
+    first, second = evaluator(bench_suite="bench").confirm(KERNELS / "good_gemm", incumbent)
+    for r in (first, second):
+        assert r.status == "correct", r.message
+        assert r.timing_source == "interpreter" and r.fitness > 0
+    assert first.seed == second.seed
+    # one library measurement serves both: they were timed side by side
+    assert [c.library_ms for c in first.bench_cases()] == [c.library_ms for c in second.bench_cases()]
+
+
+def test_confirm_reports_each_candidate_on_its_own():
+    first, second = evaluator().confirm(KERNELS / "wrong_gemm", KERNELS / "good_gemm")
+    assert first.status == "incorrect" and second.status == "correct"

@@ -1,0 +1,42 @@
+"""Nsight Compute for real, on the attention seed (needs an NVIDIA GPU and ncu with counter access)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+ATTENTION_SEED = ROOT / "kernels" / "attention" / "triton_fa2"
+
+pytestmark = pytest.mark.gpu
+
+
+def test_profile_of_the_attention_seed(tmp_path):
+    from avo.gpus import resolve
+    from avo.profile.ncu import profile_candidate
+
+    gpu = resolve("auto", "cuda")
+    result = profile_candidate(ATTENTION_SEED, "attention", gpu=gpu, case_index=0, out_dir=tmp_path)
+    s = result.summary
+    assert "_attention_fwd" in s["kernel"] and s["case"] == "b8_h16-16_s4096_d128"
+    assert s["duration_us"] > 0 and s["registers_per_thread"] > 0 and s["dynamic_shared_bytes"] > 0
+    assert 0 < s["sm_throughput_pct"] <= 100 and 0 < s["achieved_occupancy_pct"] <= 100
+    assert s["stalls"] and s["stall_source"] == "metrics"
+    assert s["tensor_pipe_pct"] is not None and s["tensor_pipe_pct"] > 0
+    assert 0 < s["roofline"]["pct_of_peak_compute"] < 100 and s["roofline"]["bound"] == "compute"
+    assert len(result.text.splitlines()) <= 40
+    assert result.csv_path.exists() and result.csv_path.parent == tmp_path
+
+
+def test_avo_profile_on_the_attention_seed_takes_under_a_minute():
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "avo", "profile", str(ATTENTION_SEED), "--kernel", "attention"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "_attention_fwd" in done.stdout and "top stalls" in done.stdout
+    assert seconds < 60, f"avo profile took {seconds:.1f} s"
