@@ -25,6 +25,12 @@ SPAWN_EVENTS = frozenset(
     "signal.pthread_kill socket.connect socket.bind socket.sendto".split()
 )
 STDLIB = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+LIBRARIES = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")})
+"""Installed packages; they may sit inside the standard library's folder, yet are not part of it."""
+
+
+def is_stdlib(path: str) -> bool:
+    return path.startswith(STDLIB) and not path.startswith(LIBRARIES)
 _OWN_FILES = (os.path.realpath(__file__), os.path.realpath(__file__).replace("guards_audit", "guards_sentinel"))
 
 Listener = Callable[[str, str, Any], None]
@@ -104,7 +110,7 @@ def frame_in(folder: str, frame: Any, innermost_only: bool) -> str | None:
         path = name if name.startswith("<") else os.path.realpath(name)
         if inside(path, folder):
             return f"{os.path.relpath(path, folder)}:{frame.f_lineno}"
-        if innermost_only and not (path.startswith("<") or path.startswith(STDLIB) or path in _OWN_FILES):
+        if innermost_only and not (path.startswith("<") or is_stdlib(path) or path in _OWN_FILES):
             return None
         frame = frame.f_back
     return None

@@ -77,6 +77,7 @@ RUNTIME_COMPILE = frozenset(
     pycuda numba cuda.nvrtc cuda.bindings.nvrtc cuda.core cuda.cooperative cutlass_library
     nvrtc builtins.exec builtins.eval builtins.compile types.FunctionType types.CodeType
     importlib.machinery importlib.util.spec_from_loader importlib.abc code.InteractiveInterpreter
+    triton.runtime.build triton.runtime._build setuptools distutils pybind11 tvm
     """.split()
 )
 """Ways to turn source text into running code other than Triton's JIT and CuPy's RawModule/RawKernel."""

@@ -3,7 +3,8 @@ in the temp folder, outside, or unknown. The static guard rejects file access th
 
 A value is ("in", kind, depth): a path to a file ("file") whose folder is `depth` levels below the candidate's
 folder, or to a folder ("dir") `depth` levels below it. Depths are never overestimated, so `.parent` cannot walk out
-unnoticed. Relative paths count from the working directory, which the evaluator sets to the candidate's folder.
+unnoticed. Relative paths count from the working directory (the evaluator runs candidates in an empty temporary
+folder): harmless unless they climb out with '..'.
 """
 
 from __future__ import annotations

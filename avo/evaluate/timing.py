@@ -147,9 +147,8 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dic
 
 
 def _time_wall(contenders, on_output, rounds) -> dict[str, Measurement]:
+    # No warm-up: the interpreter compiles nothing, and each of its calls costs real seconds.
     counter = _Counter(contenders)
-    for c in contenders:  # one untimed call each: first-call costs (imports, caches) stay out of the numbers
-        c.run(c.prepare(counter.take(c.name)))
     results = {c.name: Measurement(source="interpreter") for c in contenders}
     for r in range(rounds):
         for c in (contenders if r % 2 == 0 else contenders[::-1]):

@@ -148,7 +148,7 @@ def render(data: dict, top_opcodes: int = 8) -> str:
             least = [name for name, v in limits.items() if v == occ["blocks_per_sm"]]
             lines.append(f"  about {occ['blocks_per_sm']} block(s)/SM = {occ['warps_per_sm']} warps/SM, limited by "
                          + ", ".join(least))
-        lines.append(f"  SASS {k['sass_instructions']:,} instructions: "
+        lines.append(f"  SASS, {k['sass_instructions']:,} instructions in the binary: "
                      + ", ".join(f"{name} {n}" for name, n in k["families"].items()))
         lines.append("  top opcodes: " + ", ".join(f"{op} {n}" for op, n in list(k["histogram"].items())[:top_opcodes]))
         ptx = k.get("ptx_histogram")

@@ -97,7 +97,7 @@ def compile_only(gpu):
 
     def device_properties(device=None):
         return SimpleNamespace(name=gpu.name, major=major, minor=minor, multi_processor_count=gpu.sms,
-                               total_memory=80 << 30, shared_memory_per_block_optin=gpu.smem_per_block_kb * 1024)
+                               shared_memory_per_block_optin=gpu.smem_per_block_kb * 1024)
 
     saved_driver = driver._active  # set_active/reset_active would build the real driver, which needs a GPU
     driver.set_active(fake)

@@ -149,13 +149,21 @@ def test_suspicious_result_needs_a_clean_rerun(tmp_path, monkeypatch, capsys):
     assert evaluator.calls == ["evaluate", "evaluate", "confirm"] and run.lineage.best == "c0001"
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    assert main(["evolve", "--kernel", "gemm", "--agent", "anthropic", "--device", "interpret",
+                 "--runs-dir", str(tmp_path)]) == 2
+    assert main(["evolve", "--kernel", "gemm", "--agent", "replay", "--device", "interpret",
+                 "--runs-dir", str(tmp_path)]) == 2
     assert main(["evolve", "--kernel", "nope", "--device", "interpret", "--runs-dir", str(tmp_path)]) == 2
     assert main(["evolve", "--kernel", "gemm", "--hours", "0", "--device", "interpret",
                  "--runs-dir", str(tmp_path)]) == 2
     assert main(["evolve", "--resume", "no-such-run", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all(line.startswith("avo: error:") for line in err)
+    assert len(err) == 5 and all(line.startswith("avo: error:") for line in err)
+    assert "ANTHROPIC_API_KEY" in err[0] and "--replay-from" in err[1]
+    assert not any((tmp_path / name).is_dir() for name in ("latest",)) and not list(tmp_path.glob("*/run.json"))
 
 
 def test_replay_re_drives_a_recorded_run(tmp_path, fake_task, monkeypatch, capsys):

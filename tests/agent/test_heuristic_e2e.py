@@ -17,7 +17,7 @@ from avo.run import Run
 REPO = Path(__file__).resolve().parents[2]
 
 
-def evolve(runs: Path, *extra: str, timeout: float = 180.0) -> tuple[subprocess.CompletedProcess, float]:
+def evolve(runs: Path, *extra: str, timeout: float = 600.0) -> tuple[subprocess.CompletedProcess, float]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     began = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "avo", "evolve", "--kernel", "gemm", "--device", "interpret",
@@ -42,7 +42,7 @@ def test_six_distinct_candidates_in_under_three_minutes(tmp_path):
     proc, seconds = evolve(tmp_path / "runs", "--max-candidates", "6")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "agent: heuristic" in proc.stdout
-    assert seconds < 180
+    assert seconds < 180, f"took {seconds:.0f} s"
     run = Run.open("latest", tmp_path / "runs")
     rows = candidates(run, tmp_path / "co")
     assert len(rows) == 7  # the baseline and six candidates

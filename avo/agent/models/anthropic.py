@@ -6,6 +6,7 @@ dropped connections, with capped backoff the loop can show. `ANTHROPIC_BASE_URL`
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import anthropic
@@ -25,6 +26,8 @@ class AnthropicModel:
         self.name = model or DEFAULT_MODEL
         self.max_tokens = max_tokens
         self.policy = policy or RetryPolicy()
+        if not (api_key or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+            raise UserError("the anthropic agent needs ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment")
         try:
             self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
         except anthropic.AnthropicError as exc:

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK = 32
+BLOCK = 64
 
 
 @triton.jit
