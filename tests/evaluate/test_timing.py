@@ -1,0 +1,119 @@
+"""Timing: interleaved rounds, input rotation, spot-check sampling (CPU); CUDA events, L2 flush, side streams (GPU)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from avo.evaluate.bench_stage import SpotChecks
+from avo.evaluate.timing import Contender, InputRotation, L2Flush, Measurement, time_interleaved
+
+
+def sleeper(seconds: float, log: list):
+    def run(args):
+        log.append(args[0])
+        time.sleep(seconds)
+        return args[0]
+    return run
+
+
+def test_wall_clock_rounds_alternate_and_measure():
+    order: list = []
+    seen: list = []
+    fast = Contender("fast", lambda i: (("fast", i),), sleeper(0.002, order))
+    slow = Contender("slow", lambda i: (("slow", i),), sleeper(0.02, order))
+    result = time_interleaved([fast, slow], device="interpret", l2_bytes=0, warmup_ms=0, rep_ms=0,
+                              on_output=lambda name, i, args, out: seen.append((name, i)))
+    assert [name for name, _ in order] == ["fast", "slow", "slow", "fast", "fast", "slow"]
+    assert result["fast"].source == "interpreter" and len(result["fast"].samples_ms) == 3
+    assert 2 <= result["fast"].ms < 15 <= 20 <= result["slow"].ms
+    assert seen.count(("fast", 0)) == 1 and ("slow", 2) in seen
+
+
+def test_measurement_median_of_round_medians_and_spread():
+    m = Measurement(source="gpu", samples_ms=[1.0, 1.0, 2.0, 2.0], round_medians_ms=[1.0, 3.0, 2.0])
+    assert m.ms == 2.0
+    assert m.spread == pytest.approx(0.5 / 1.5)
+    assert Measurement(source="gpu").spread == 0.0
+
+
+def test_rotation_gives_every_call_new_content_and_rotates_addresses():
+    sources = [(torch.randn(8, 8), torch.randn(8, 4), True, 0.5) for _ in range(3)]
+    rotation = InputRotation(sources, seed=1)
+    calls = [tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in rotation(i)) for i in range(12)]
+    addresses = [rotation(i)[0].data_ptr() for i in range(12)]
+    assert len(set(addresses)) == 4 and addresses[0] == addresses[4] and addresses[0] != addresses[1]
+    for i in range(12):
+        for j in range(i):
+            assert not torch.equal(calls[i][0], calls[j][0])
+        assert calls[i][2:] == (True, 0.5)
+        rebuilt = rotation.rebuild(i)
+        assert torch.equal(rebuilt[0], calls[i][0]) and torch.equal(rebuilt[1], calls[i][1])
+    assert all(x.data_ptr() not in {s.data_ptr() for s in sources[0][:2]} for x in rotation(0)[:2])
+
+
+def test_spot_checks_keep_the_last_and_one_random_call_per_candidate():
+    spots = SpotChecks(seed=3)
+    for i in range(50):
+        spots.observe("candidate0", i, (), f"out{i}")
+        spots.observe("library", i, (), "lib")
+    kept = spots.kept("candidate0")
+    assert (49, "out49") in kept and 1 <= len(kept) <= 2
+    assert spots.kept("library") == []
+
+
+def test_spot_check_sample_is_spread_over_the_calls():
+    picks = set()
+    for seed in range(40):
+        spots = SpotChecks(seed)
+        for i in range(20):
+            spots.observe("c", i, (), i)
+        picks.add(spots.sample["c"][0])
+    assert len(picks) >= 8
+
+
+@pytest.mark.gpu
+def test_l2_flush_buffer_exceeds_l2_and_changes_each_time():
+    flush = L2Flush(50 << 20)
+    assert flush.buffer.numel() * 4 >= 2 * (50 << 20)
+    flush()
+    first = int(flush.buffer[0])
+    flush()
+    assert int(flush.buffer[0]) != first
+
+
+@pytest.mark.gpu
+def test_cuda_events_time_a_matmul_steadily():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    sources = [(a, a.clone()) for _ in range(3)]
+    rotation = InputRotation(sources, seed=0)
+    mm = Contender("mm", rotation, lambda args: args[0] @ args[1])
+    result = time_interleaved([mm], device="cuda", l2_bytes=50 << 20, warmup_ms=25, rep_ms=100)["mm"]
+    assert result.source == "gpu" and len(result.round_medians_ms) == 5
+    tflops = 2 * 4096**3 / (result.ms * 1e-3) / 1e12
+    assert 50 < tflops < 1500
+    assert result.spread < 0.05
+    assert 0 <= result.sync_gap_ms < 0.5
+
+
+@pytest.mark.gpu
+def test_side_stream_work_shows_as_a_sync_gap():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    rotation = InputRotation([(a, a.clone())], seed=0)
+
+    def hidden(args):
+        out = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.matmul(args[0], args[1], out=out)
+        return out
+
+    honest = Contender("library", rotation, lambda args: args[0] @ args[1])
+    cheat = Contender("cheat", rotation, hidden)
+    result = time_interleaved([cheat, honest], device="cuda", l2_bytes=50 << 20, warmup_ms=10, rep_ms=50)
+    gap = result["cheat"].sync_gap_ms - result["library"].sync_gap_ms
+    assert result["cheat"].ms < 0.5 * result["library"].ms
+    assert gap > 0.5 * result["library"].ms
