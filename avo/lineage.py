@@ -104,6 +104,7 @@ class Lineage:
         src_dir = Path(src_dir)
         if not src_dir.is_dir():
             raise UserError(f"candidate folder not found: {src_dir}")
+        parent = self.resolve(parent) if parent else None
         parents = [self._sha_of_cid(parent)] if parent else []
         refs = self._refs()
         cid = cid_for(max((cid_number(c) for c in refs["avo"]), default=-1) + 1)

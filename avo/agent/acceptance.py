@@ -49,6 +49,7 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
     else:
         ctx.state["since_improvement"] = ctx.state.get("since_improvement", 0) + 1
     data = report(ctx, cid, parent, result, accepted=accepted, duplicate_of=None, verdict=verdict)
+    data["confirm"] = ctx.state.pop("last_confirm", None)  # the side-by-side re-run, kept in the transcript
     return render(cid, parent, result, verdict, data), data
 
 
@@ -122,7 +123,8 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
         source = result.timing_source
         lines.append(f"{'case':28} {'ms':>9} {'lib ms':>9} {'TFLOPS':>8} {'speedup':>8}  [{source}]")
         for c in timed:
-            lines.append(f"{c.case[:28]:28} {fmt(c.ms)} {fmt(c.library_ms)} {fmt(c.tflops, 8, 1)} {fmt(c.speedup, 8, 3)}")
+            lines.append(f"{c.case[:28]:28} {fmt(c.ms)} {fmt(c.library_ms)} {fmt(c.tflops, 8, 1)} "
+                         f"{fmt(c.speedup, 8, 3)}")
     failed = [c for c in result.cases if c.correct is False]
     for c in failed[:5]:
         lines.append(f"FAILED {c.case}: rel_err {c.rel_err} (tolerance {c.tolerance}) {c.message[:200]}")

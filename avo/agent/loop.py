@@ -49,7 +49,8 @@ class Agent:
         self.messages = [opening]
 
     def resume(self) -> None:
-        """Rebuild counters and the workspace's parent from the run directory; the conversation restarts from a summary."""
+        """Rebuild counters and the workspace's parent from the run directory; the conversation restarts from a
+        summary."""
         last: dict = {}
         for event in self.rundir.events():
             last.update({k: event[k] for k in ("elapsed_s", "cost_usd_total", "workspace_parent") if k in event})

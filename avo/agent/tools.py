@@ -55,7 +55,8 @@ def read_file(ctx: ToolContext, args: ReadFileArgs):
     if len(raw) > MAX_READ_BYTES:
         raise ToolError(f"'{args.path}' is {len(raw)} bytes, over the {MAX_READ_BYTES}-byte read limit")
     text = raw.decode("utf-8", errors="replace")
-    return f"{relative(ctx, target)} ({text.count(chr(10)) + 1} lines):\n{text}", {"path": relative(ctx, target), "text": text}
+    rel = relative(ctx, target)
+    return f"{rel} ({text.count(chr(10)) + 1} lines):\n{text}", {"path": rel, "text": text}
 
 
 class WriteFileArgs(BaseModel):
@@ -70,7 +71,8 @@ def write_file(ctx: ToolContext, args: WriteFileArgs):
         raise ToolError(f"'{args.path}' is a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(args.content)
-    return f"wrote {relative(ctx, target)} ({len(args.content)} chars)", {"path": relative(ctx, target), "chars": len(args.content)}
+    rel = relative(ctx, target)
+    return f"wrote {rel} ({len(args.content)} chars)", {"path": rel, "chars": len(args.content)}
 
 
 class EditFileArgs(BaseModel):
@@ -95,7 +97,8 @@ def edit_file(ctx: ToolContext, args: EditFileArgs):
         raise ToolError(f"the text to replace occurs {count} times in {args.path}: add context or set replace_all")
     target.write_text(text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1))
     replaced = count if args.replace_all else 1
-    return f"edited {relative(ctx, target)}: {replaced} replacement(s)", {"path": relative(ctx, target), "replacements": replaced}
+    rel = relative(ctx, target)
+    return f"edited {rel}: {replaced} replacement(s)", {"path": rel, "replacements": replaced}
 
 
 class ListFilesArgs(BaseModel):
@@ -196,7 +199,7 @@ class CheckoutArgs(BaseModel):
 
 
 def checkout(ctx: ToolContext, args: CheckoutArgs):
-    """Replace the workspace with a candidate's files (unsaved edits are discarded); later evaluations descend from it."""
+    """Replace the workspace with a candidate's files (unsaved edits are lost); later candidates descend from it."""
     cid = ctx.lineage.resolve(args.cid)
     ctx.lineage.checkout(cid, ctx.workspace)
     ctx.state["parent"] = cid

@@ -56,7 +56,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     run = None
     if resume is not None:
         run = Run.open(resume, Path(config.runs_dir))
-        changed = [k for k in FIXED_ON_RESUME if overrides.get(k) is not None and overrides[k] != getattr(run.config, k)]
+        changed = [k for k in FIXED_ON_RESUME
+                   if overrides.get(k) is not None and overrides[k] != getattr(run.config, k)]
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
         kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
@@ -160,11 +161,11 @@ def flatten(data: dict, prefix: str = "") -> dict:
 def register(app: typer.Typer) -> None:
     @app.command("evolve")
     def evolve_command(
-        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, or a KernelBench-format .py file."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, or a KernelBench .py file."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="auto, h100, h200 or b200."),
         hours: Optional[float] = typer.Option(None, "--hours", help="Time budget in hours."),
         max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop after this many candidates."),
-        max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop when the model has cost this many USD."),
+        max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop once the model cost this many USD."),
         agent: Optional[str] = typer.Option(None, "--agent", help="auto, anthropic, openai, heuristic or replay."),
         model: Optional[str] = typer.Option(None, "--model", help="Model name for the anthropic/openai backends."),
         base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (OpenAI-compatible server)."),

@@ -41,16 +41,24 @@ def runs(runs_dir: Path = RUNS_DIR) -> None:
     """List the runs: task, GPU, agent, candidates ok/failed, best fitness, state."""
     from rich.table import Table
 
+    from avo.errors import UserError
     from avo.run import list_runs
 
     table = Table("run", "task", "GPU", "agent", "candidates ok/failed", "best fitness", "state", "started",
                   title=f"runs in {runs_dir}")
     found = list_runs(runs_dir)
     for run in found:
-        row = run.summary()
+        try:
+            row = run.summary()
+        except UserError as exc:  # one damaged run must not hide the others
+            info = run.info()
+            table.add_row(run.id, info.get("task", "?"), info.get("gpu", "?"), info.get("agent", "?"), "?", "?",
+                          f"unreadable: {exc}", info.get("started", "")[:19])
+            continue
+        finally:
+            run.close()
         table.add_row(row["id"], row["task"], row["gpu"], row["agent"], f"{row['ok']}/{row['failed']}",
                       _fitness(row["best_fitness"], row["device"]), row["state"], row["started"][:19])
-        run.close()
     console = _console()
     console.print(table if found else f"no runs in {runs_dir}")
 

@@ -88,6 +88,12 @@ def checked_call(task: Any, case: Any, entry: Callable, inputs: tuple, forbidden
         poison_cuda_cache(tuple(shape), dtype)
     with poison_allocations():
         out = guards.call_watched(lambda: task.call(entry, inputs), forbidden)
+    if device == "cuda":
+        # Device-wide: work left on a side stream finishes before the output is read, so such a kernel is judged by
+        # the timing stage's side-stream check (a precise verdict) rather than by a race here.
+        import torch
+
+        torch.cuda.synchronize()
     guards.check_output_type(out)
     return out
 

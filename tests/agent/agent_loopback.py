@@ -44,7 +44,8 @@ class Loopback:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer.lock:
                     index = len(outer.requests)
-                    outer.requests.append({"path": self.path, "body": body, "headers": {k.lower(): v for k, v in self.headers.items()}})
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    outer.requests.append({"path": self.path, "body": body, "headers": headers})
                 answer = outer.script(index, body)
                 status, payload = answer[0], answer[1]
                 self._answer(status, payload, answer[2] if len(answer) > 2 else None)

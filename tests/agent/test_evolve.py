@@ -147,6 +147,8 @@ def test_suspicious_result_needs_a_clean_rerun(tmp_path, monkeypatch, capsys):
         code, run = evolve(tmp_path, server, "--agent", "anthropic", "--max-candidates", "1")
     assert code == 0
     assert evaluator.calls == ["evaluate", "evaluate", "confirm"] and run.lineage.best == "c0001"
+    result = next(e for e in run.events() if e["kind"] == "tool_result" and e["name"] == "evaluate")
+    assert result["data"]["suspicious"] and result["data"]["confirm"]["candidate"]["suspicious"] is False
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):

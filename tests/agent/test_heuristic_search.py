@@ -200,11 +200,14 @@ def test_replaying_a_transcript_gives_the_same_next_turn():
 def test_a_restarted_conversation_continues_without_repeating():
     world = World()
     drive(world, HeuristicModel(seed=0), max_evals=6)
-    before = len(world.rows)
+    before, best = len(world.rows), world.best
+    assert best != "c0000"
     summary = [Message(role="user", text="The conversation was restarted from this summary.")]
     messages, _ = drive(world, HeuristicModel(seed=0), max_evals=6, messages=summary)
-    calls = [c.name for m in messages for c in m.tool_calls]
-    assert calls[:3] == ["lineage", "checkout", "read_file"]
+    calls = [(c.name, c.arguments.get("cid")) for m in messages for c in m.tool_calls]
+    # the baseline's point is learnt from its source (its rationale has no knob tag), then the search starts at best
+    assert calls[:5] == [("lineage", None), ("checkout", "c0000"), ("read_file", None), ("checkout", best),
+                         ("read_file", None)]
     assert len(world.rows) == before + 6
     assert len(world.evaluated) == len(set(world.evaluated))
 

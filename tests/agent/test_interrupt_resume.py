@@ -50,7 +50,8 @@ def evaluate_calls(runs: Path) -> int:
     paths = list(runs.glob("*/transcript.jsonl"))
     if not paths:
         return 0
-    return sum('"kind": "tool_call"' in line and '"name": "evaluate"' in line for line in paths[0].read_text().splitlines())
+    lines = paths[0].read_text().splitlines()
+    return sum('"kind": "tool_call"' in line and '"name": "evaluate"' in line for line in lines)
 
 
 def test_sigint_stops_after_the_step_and_resume_continues(tmp_path):

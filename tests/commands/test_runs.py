@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -174,3 +175,12 @@ def test_export_import_round_trip(runs_dir, capsys, tmp_path):
     assert code == 0 and "+BLOCK_M = 64" in out
     code, _, err = avo(capsys, "import", archive, "--runs-dir", elsewhere)
     assert code == 2 and "already exists" in err
+
+
+def test_runs_lists_the_others_when_one_is_damaged(runs_dir, capsys):
+    broken = Run.create(RunConfig(kernel="attention"), runs_dir=runs_dir, gpu="h100", agent="heuristic",
+                        run_id="r2")
+    broken.close()
+    shutil.rmtree(runs_dir / "r2" / "lineage")
+    code, out, _ = avo(capsys, "runs", "--runs-dir", runs_dir)
+    assert code == 0 and "2/1" in out and re.search(r"r2 .*attention .*unreadable", out)

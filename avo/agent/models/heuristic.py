@@ -46,12 +46,15 @@ class HeuristicModel:
         if "lineage" in offered and h.calls["lineage"] == 0:
             return self._turn("Orient: list what the lineage already holds, so no point is measured twice.",
                               ("lineage", {"limit": LINEAGE_LIMIT}))
-        start = h.best_cid or h.baseline_cid
+        if h.errors["read_file"] >= 3:
+            raise ModelExhausted(f"{KERNEL} cannot be read from the workspace")
+        for cid, why in _sources_to_learn(h):
+            if h.workspace_cid != cid and h.errors["checkout"] < 3:
+                return self._turn(why, ("checkout", {"cid": cid}))
+            if h.workspace_cid == cid:
+                return self._turn(f"Observe: read {KERNEL} of {cid} and its `# avo: tune` knobs.",
+                                  ("read_file", {"path": KERNEL}))
         if h.text is None:
-            if start and h.calls["checkout"] == 0 and not h.outcomes and h.workspace_cid != start:
-                return self._turn(f"Start from {start}, the best candidate so far.", ("checkout", {"cid": start}))
-            if h.errors["read_file"] >= 3:
-                raise ModelExhausted(f"{KERNEL} cannot be read from the workspace")
             return self._turn(f"Observe: read {KERNEL} and its `# avo: tune` knobs.", ("read_file", {"path": KERNEL}))
         return self._plan(system, h, offered)
 
@@ -147,6 +150,21 @@ def _edits(text: str, target: str) -> list[tuple[str, dict]]:
                 return [("write_file", {"path": KERNEL, "content": target})]
             edits.append(("edit_file", {"path": KERNEL, "old": old, "new": new}))
     return edits
+
+
+def _sources_to_learn(h: History) -> list[tuple[str, str]]:
+    """Candidates whose kernel.py must be read before searching: the baseline (its rationale carries no knob point,
+    so only its source tells which point it is) and, last, the best, where the search starts."""
+    start = h.best_cid or h.baseline_cid
+    wanted = []
+    base = h.baseline_cid
+    if base and base != start and base not in h.texts:
+        tagged = any(o.cid == base and o.point is not None for o in h.lineage_outcomes())
+        if not tagged:
+            wanted.append((base, f"Look at the baseline {base} first, so its point is never proposed again."))
+    if start and start not in h.texts:
+        wanted.append((start, f"Start from {start}, the best candidate so far."))
+    return wanted
 
 
 def _renders(text: str, point) -> bool:

@@ -82,11 +82,10 @@ def to_openai(messages: list[Message]) -> list[dict[str, Any]]:
         if message.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             if message.tool_calls:
-                entry["tool_calls"] = [{
-                    "id": c.id, "type": "function",
-                    "function": {"name": c.name,
-                                 "arguments": c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments)},
-                } for c in message.tool_calls]
+                entry["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                    "name": c.name,
+                    "arguments": c.raw_arguments if c.raw_arguments is not None else json.dumps(c.arguments),
+                }} for c in message.tool_calls]
             out.append(entry)
             continue
         for result in message.tool_results:

@@ -1,0 +1,143 @@
+"""The heuristic agent inside the real loop, tools, lineage and run directory (in process); only the task and the
+evaluator are instant fakes that score a kernel's knob point on a synthetic landscape."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+import avo.commands.evolve as evolve_command
+from avo.agent.heuristic.knobs import parse_knobs, point_of
+from avo.cli import main
+from avo.evaluate.result import CaseResult, EvalResult
+from avo.run import Run
+from avo.tasks.base import Case
+
+SEED = '''"""A stand-in GEMM whose knobs the fake evaluator scores."""
+BLOCK_M = 64  # avo: tune 64 128 256
+BLOCK_N = 64  # avo: tune 64 128 256
+BLOCK_K = 32  # avo: tune 32 64 128
+NUM_WARPS = 4  # avo: tune 4 8
+NUM_STAGES = 2  # avo: tune 2 3 4
+
+
+def gemm(a, b):
+    return a @ b
+'''
+PEAK = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "NUM_WARPS": 8, "NUM_STAGES": 4}
+
+
+class KnobTask:
+    """C = A @ B for tests: kernel.py must define gemm(a, b)."""
+
+    name = "gemm"
+    entry = "gemm"
+
+    def __init__(self, seed_dir: Path):
+        self.seed_dir = seed_dir
+
+    def cases(self, suite: str) -> list[Case]:
+        return [Case("64x64x64", {"m": 64, "n": 64, "k": 64}, "float16")]
+
+    def default_seed(self) -> str:
+        return str(self.seed_dir)
+
+
+class KnobEvaluator:
+    def __init__(self):
+        self.sources: list[str] = []
+
+    def evaluate(self, candidate_dir: Path) -> EvalResult:
+        source = (Path(candidate_dir) / "kernel.py").read_text()
+        self.sources.append(source)
+        return score(source)
+
+    def confirm(self, candidate_dir: Path, incumbent_dir: Path) -> tuple[EvalResult, EvalResult]:
+        return (score((Path(candidate_dir) / "kernel.py").read_text()),
+                score((Path(incumbent_dir) / "kernel.py").read_text()))
+
+
+def score(source: str) -> EvalResult:
+    compile(source, "kernel.py", "exec")
+    point = point_of(parse_knobs(source))
+    if (point["BLOCK_M"] + point["BLOCK_N"]) * point["BLOCK_K"] * point["NUM_STAGES"] * 2 > 227 * 1024:
+        return EvalResult(status="compile_error", rule="compile", message="out of resource: shared memory")
+    speed = math.exp(-0.3 * sum(abs(math.log2(point[k] / v)) for k, v in PEAK.items()))
+    case = CaseResult(case="64x64x64", suite="tiny", dtype="float16", correct=True, ms=1 / speed, library_ms=1.0,
+                      speedup=speed, spread=0.0, library_spread=0.0)
+    return EvalResult(status="correct", cases=[case], fitness=speed, timing_source="interpreter", device="cpu")
+
+
+@pytest.fixture
+def evaluator(tmp_path, monkeypatch):
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "kernel.py").write_text(SEED)
+    fake = KnobEvaluator()
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: KnobTask(seed))
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: fake)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return fake
+
+
+def evolve(tmp_path, *extra: str, config: dict | None = None) -> tuple[int, Run]:
+    args = ["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(tmp_path / "runs"), "--quiet",
+            *extra]
+    if config:
+        (tmp_path / "config.yaml").write_text(json.dumps(config))
+        args += ["--config", str(tmp_path / "config.yaml")]
+    return main(args), Run.open("latest", tmp_path / "runs")
+
+
+def distinct(sources: list[str]) -> bool:
+    return len({hashlib.sha256(s.encode()).hexdigest() for s in sources}) == len(sources)
+
+
+def test_auto_without_a_key_is_the_heuristic_and_it_climbs(tmp_path, evaluator, capsys):
+    code, run = evolve(tmp_path, "--max-candidates", "8")
+    assert code == 0
+    assert "agent: heuristic (offline; no ANTHROPIC_API_KEY set)" in capsys.readouterr().out
+    assert len(run.lineage) == 9 and distinct(evaluator.sources)
+    best = run.load_eval(run.lineage.best).fitness
+    assert best > 2 * run.load_eval(run.lineage.baseline).fitness
+    rationales = [i.rationale for i in run.lineage.log()[:-1]]
+    assert all(re.search(r"expect [+-]\d+%", r) for r in rationales), rationales
+
+
+def test_context_resets_do_not_make_it_repeat(tmp_path, evaluator):
+    config = {"agent": {"context_limit_tokens": 2500}, "budget": {"max_candidates": 10}}
+    code, run = evolve(tmp_path, "--agent", "heuristic", config=config)
+    assert code == 0
+    assert sum(e["kind"] == "context_reset" for e in run.events()) >= 2
+    assert len(run.lineage) == 11 and distinct(evaluator.sources)
+
+
+def test_resume_continues_where_it_stopped(tmp_path, evaluator):
+    code, run = evolve(tmp_path, "--agent", "heuristic", "--max-candidates", "4")
+    assert code == 0 and len(run.lineage) == 5
+    first_best = run.load_eval(run.lineage.best).fitness
+    run.set_state("stopped")
+    code, run = evolve(tmp_path, "--resume", run.id, "--max-candidates", "9")
+    assert code == 0 and len(run.lineage) == 10
+    assert distinct(evaluator.sources)
+    assert run.load_eval(run.lineage.best).fitness >= first_best
+
+
+def test_it_finishes_the_run_when_the_search_is_exhausted(tmp_path, evaluator):
+    code, run = evolve(tmp_path, "--agent", "heuristic", "--hours", "1")
+    assert code == 0
+    stop = [e for e in run.events() if e["kind"] == "stop"][-1]
+    assert stop["state"] == "finished" and "heuristic" in stop["reason"]
+    assert point_of(parse_knobs(_source(run, run.lineage.best))) == PEAK
+    assert distinct(evaluator.sources)
+
+
+def _source(run: Run, cid: str) -> str:
+    dest = run.path / "co" / cid
+    run.lineage.checkout(cid, dest)
+    return (dest / "kernel.py").read_text()

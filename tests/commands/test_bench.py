@@ -1,0 +1,83 @@
+"""`avo bench`: a table or JSON for a real evaluation, and one-line errors (exit 2) for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from avo import gpus
+from avo.cli import main
+
+KERNELS = Path(__file__).resolve().parents[1] / "evaluate" / "kernels"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["bench", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_under_the_interpreter(capsys):
+    code, out, err = run(capsys, str(KERNELS / "good_gemm"), "--kernel", "gemm", "--device", "interpret",
+                         "--suite", "tiny", "--seed", "5")
+    assert code == 0, err
+    assert "times: interpreter" in out
+    for header in ("TFLOPS", "library TFLOPS", "speedup", "correct", "rel err"):
+        assert header in out
+    assert "130x257x70_fp16" in out and "fitness:" in out and "seed 5" in out
+
+
+def test_json_for_a_failing_candidate_exits_1(capsys):
+    code, out, err = run(capsys, str(KERNELS / "syntax_error" / "kernel.py"), "--kernel", "gemm",
+                         "--device", "interpret", "--json")
+    assert code == 1
+    payload = json.loads(out)
+    assert payload["status"] == "compile_error" and payload["task"] == "gemm" and payload["device"] == "interpret"
+    assert "kernel.py:6" in payload["message"]
+
+
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: None)
+
+
+def h200_present(monkeypatch):
+    monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: "NVIDIA H200")
+
+
+def write_kernel(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "cand"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("case, args, phrase", [
+    ("missing path", ["does/not/exist", "--kernel", "gemm", "--device", "interpret"], "candidate not found"),
+    ("unknown kernel", [str(KERNELS / "good_gemm"), "--kernel", "conv", "--device", "interpret"], "unknown kernel"),
+    ("unknown suite", [str(KERNELS / "good_gemm"), "--kernel", "gemm", "--suite", "huge", "--device", "interpret"],
+     "unknown suite"),
+    ("unknown device", [str(KERNELS / "good_gemm"), "--kernel", "gemm", "--device", "tpu"], "unknown device"),
+    ("no --kernel", [str(KERNELS / "good_gemm"), "--device", "interpret"], "--kernel"),
+    ("no entry", None, "defines no `attention`"),
+    ("folder without kernel.py", None, "no kernel.py"),
+    ("no GPU", [str(KERNELS / "good_gemm"), "--kernel", "gemm"], "--device interpret"),
+    ("other GPU", [str(KERNELS / "good_gemm"), "--kernel", "gemm", "--gpu", "b200"], "--gpu b200"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, monkeypatch, tmp_path, case, args, phrase):
+    if case == "no entry":
+        args = [str(write_kernel(tmp_path, "def gemm(a, b):\n    return a\n")), "--kernel", "attention",
+                "--device", "interpret"]
+    if case == "folder without kernel.py":
+        (tmp_path / "empty").mkdir()
+        args = [str(tmp_path / "empty"), "--kernel", "gemm", "--device", "interpret"]
+    if case == "no GPU":
+        no_gpu(monkeypatch)
+    if case == "other GPU":
+        h200_present(monkeypatch)
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("avo: error:") and phrase in lines[0], err
+    assert "Traceback" not in err + out

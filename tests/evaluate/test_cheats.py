@@ -1,0 +1,139 @@
+"""The adversarial suite: each cheating kernel under tests/evaluate/cheats/ through the real evaluator, with the exact
+status and rule it must get; the honest kernels written in the same style must come out correct.
+
+On the CPU every candidate runs under the Triton interpreter in its own child process. Those processes are started
+a few at a time, once per module, and each test reads its own verdict. GPU-only cheats (a side stream, a cache keyed
+by address, which the interpreter's three timed calls on three distinct input slots can never hit) run with
+`pytest -m gpu`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from avo.config import EvalConfig
+from avo.evaluate.harness import Evaluator
+from avo.gpus import PROFILES
+
+CHEATS = Path(__file__).parent / "cheats"
+H200 = PROFILES["h200"]
+STASH = Path.home() / ".avo-cheat-stash.bin"  # where file_write_runtime tries to write
+
+# name -> (status, rule, a phrase the message must contain)
+EXPECTED_CPU = {
+    "returns_zeros": ("incorrect", "check.mismatch", "relative error 1 exceeds"),
+    "library_alias": ("rejected", "static.library_call", "kernel.py:5 imports torch.matmul"),
+    "library_dynamic_name": ("rejected", "runtime.library_op", "aten.mm"),
+    "cache_by_shape": ("incorrect", "check.timed_output", "timed call"),
+    "first_tile_only": ("incorrect", "check.unwritten", "never written"),
+    "unwritten_buffer": ("incorrect", "check.unwritten", "never written"),
+    "thread_hidden": ("rejected", "runtime.thread", "running kernel.py"),
+    "thread_plain": ("rejected", "static.forbidden_import", "kernel.py:7 imports threading"),
+    "timer_patch": ("rejected", "runtime.timer_patched", "time.perf_counter"),
+    "event_patch": ("rejected", "runtime.timer_patched", "torch.cuda.Event.elapsed_time"),
+    "lazy_subclass": ("rejected", "runtime.output_type", "_Deferred"),
+    "mutates_inputs": ("rejected", "runtime.input_mutated", "input 0"),
+    "fp8_compute": ("incorrect", "check.mismatch", "exceeds the tolerance 0.002"),
+    "file_write_static": ("rejected", "static.file_access", "kernel.py:42"),
+    "file_write_runtime": ("rejected", "runtime.file_access", ".avo-cheat-stash.bin"),
+    "sleeps_past_timeout": ("timeout", "stage.check", "stage check"),
+    "fallback_on_error": ("rejected", "static.torch_fallback", "kernel.py:41 calls torch.mm"),
+    # Beyond the list, caught by general mechanisms rather than a rule written for them.
+    "aten_op_dynamic": ("rejected", "runtime.library_op", "aten.mm"),
+    "exec_encoded": ("rejected", "runtime.library_op", "aten.mm"),
+    "conv_as_gemm": ("rejected", "runtime.library_op", "aten.convolution"),
+    "lying_class": ("rejected", "runtime.output_type", "_Plain"),
+    "attention_sdpa_alias": ("rejected", "static.library_call", "kernel.py:5 imports torch.nn.functional"),
+    "attention_sdpa_dynamic": ("rejected", "runtime.library_op", "scaled_dot_product"),
+    # Honest kernels in the cheats' style: every guard lets them through.
+    "honest_tiled": ("correct", None, ""),
+    "honest_helpers": ("correct", None, ""),
+}
+TIMED = {"cache_by_shape", "honest_tiled"}
+"""Candidates whose cheat only shows in timed calls: evaluated with the tiny suite timed too."""
+
+
+def _task(name: str) -> str:
+    return "attention" if name.startswith("attention") else "gemm"
+
+
+def _evaluate(name: str, root: Path, device: str = "interpret", **settings):
+    folder = root / name
+    shutil.copytree(CHEATS / name, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    if device == "interpret":
+        defaults = {"check_suite": "tiny", "bench_suite": "tiny" if name in TIMED else "", "seed": 7,
+                    "import_timeout_s": 90.0, "check_timeout_s": 60.0}
+        if name == "sleeps_past_timeout":
+            defaults["check_timeout_s"] = 4.0
+    else:
+        defaults = {"seed": 7}
+    config = EvalConfig(**(defaults | settings))
+    return Evaluator(_task(name), device=device, gpu=H200, config=config).evaluate(folder)
+
+
+@pytest.fixture(scope="module")
+def cpu_verdicts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cheats")
+    STASH.unlink(missing_ok=True)
+    workers = max(1, min(3, os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {name: pool.submit(_evaluate, name, root) for name in EXPECTED_CPU}
+        yield {name: f.result() for name, f in futures.items()}
+    STASH.unlink(missing_ok=True)
+
+
+def test_every_cheat_folder_has_an_expectation():
+    folders = {p.name for p in CHEATS.iterdir() if (p / "kernel.py").is_file()}
+    assert folders == set(EXPECTED_CPU) | set(EXPECTED_GPU)
+    cheats = [n for n in folders if not n.startswith("honest")]
+    assert len(cheats) >= 14
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CPU))
+def test_cheat_gets_its_verdict_on_cpu(cpu_verdicts, name):
+    status, rule, phrase = EXPECTED_CPU[name]
+    result = cpu_verdicts[name]
+    assert (result.status, result.rule) == (status, rule), result.message
+    assert phrase in result.message
+    if status != "correct":
+        assert result.fitness == 0
+    else:
+        assert all(c.correct for c in result.cases)
+
+
+def test_refused_write_left_no_file(cpu_verdicts):
+    assert cpu_verdicts["file_write_runtime"].status == "rejected"
+    assert not STASH.exists(), "the audit hook must stop the write, not only report it"
+
+
+def test_timeout_cut_the_sleeper_short(cpu_verdicts):
+    result = cpu_verdicts["sleeps_past_timeout"]
+    assert result.wall_s < 60, "the stage limit (4 s) must end the sleep, not the sleep itself"
+
+
+# -- on a GPU --------------------------------------------------------------------------------------------------
+EXPECTED_GPU = {
+    "side_stream": ("rejected", "runtime.side_stream", "side stream"),
+    "cache_by_pointer": ("incorrect", "check.timed_output", "timed call"),
+}
+GPU_ALSO = {  # cheats that already run on the CPU, re-run where CUDA events and cuBLAS are real
+    "timer_patch": ("rejected", "runtime.timer_patched", "time.perf_counter"),
+    "event_patch": ("rejected", "runtime.timer_patched", "torch.cuda.Event.elapsed_time"),
+    "library_dynamic_name": ("rejected", "runtime.library_op", "aten.mm"),
+    "thread_hidden": ("rejected", "runtime.thread", "running kernel.py"),
+    "honest_tiled": ("correct", None, ""),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(EXPECTED_GPU | GPU_ALSO))
+def test_cheat_gets_its_verdict_on_gpu(tmp_path, name):
+    status, rule, phrase = (EXPECTED_GPU | GPU_ALSO)[name]
+    result = _evaluate(name, tmp_path, device="cuda", check_suite="tiny", bench_suite="bench")
+    assert (result.status, result.rule) == (status, rule), result.message
+    assert phrase in result.message
