@@ -185,17 +185,20 @@ class Lineage:
             name, suffix = named.group(1), named.group(2) or ""
             ref = {"best": "refs/tags/best", "baseline": "refs/tags/baseline", "main": "refs/heads/main"}.get(
                 name, f"refs/avo/{name}")
-            if self._ref_sha(ref) is None:
-                what = {"best": "no best candidate yet (nothing accepted)", "baseline": "no baseline tagged yet",
-                        "main": "no main branch yet"}.get(name, f"unknown candidate '{name}' (see: avo show RUN)")
-                raise UserError(what)
-            if not suffix:
-                return self._cid_at(ref)
-            rev = ref + suffix
-        try:
+            missing = {"best": "no best candidate yet (nothing accepted)", "baseline": "no baseline tagged yet",
+                       "main": "no main branch yet"}.get(name, f"unknown candidate '{name}' (see: avo show RUN)")
+            if self._ref_sha(ref) is not None:
+                if not suffix:
+                    return self._cid_at(ref)
+                rev, missing = ref + suffix, None
+            elif name in ("best", "baseline", "main"):
+                raise UserError(missing)
+        else:
+            missing = None
+        try:  # a cid-like name with no candidate may still be an abbreviated commit id
             sha = run_git(self.path, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
         except subprocess.CalledProcessError:
-            raise UserError(f"'{rev}' names no candidate (no parent there, or not a revision)") from None
+            raise UserError(missing or f"'{rev}' names no candidate (no parent there, or not a revision)") from None
         return self._cid_of_sha(sha, rev)
 
     def info(self, cid: str) -> CandidateInfo:

@@ -11,19 +11,22 @@ import typer
 from avo.errors import UserError
 
 SUITES = ("bench", "check", "tiny")
+SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
+"""--suite -> (suite checked, suite timed or '' for none)."""
 DEVICES = ("cuda", "interpret")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
-        candidate: str = typer.Argument(..., help="Folder whose kernel.py defines the task's entry (or that kernel.py)."),
-        kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a path to a KernelBench-format file."),
+        candidate: str = typer.Argument(..., help="Folder whose kernel.py defines the task's entry."),
+        kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format file."),
         suite: str = typer.Option("bench", "--suite", help="bench (check suite, then timed bench suite), check "
                                   "(correctness only) or tiny (interpreter-sized, checked and timed)."),
         gpu: str = typer.Option("auto", "--gpu", help="auto, h100, h200 or b200; must be the GPU present."),
-        device: str = typer.Option("cuda", "--device", help="cuda, or interpret (Triton interpreter on the CPU: the "
-                                   "tiny suite, wall-clock times labelled 'interpreter')."),
+        device: str = typer.Option("cuda", "--device", help="cuda, or interpret (Triton interpreter on the CPU: "
+                                   "always the tiny suite, untimed with --suite check, wall-clock times labelled "
+                                   "'interpreter')."),
         as_json: bool = typer.Option(False, "--json", help="Print the EvalResult as JSON instead of a table."),
         seed: int | None = typer.Option(None, "--seed", help="Seed for the check inputs (default: a fresh one)."),
     ) -> None:
@@ -32,7 +35,7 @@ def register(app: typer.Typer) -> None:
         from avo.evaluate.harness import Evaluator
 
         folder, task, profile = validate(candidate, kernel, suite, gpu, device)
-        check_suite, bench_suite = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}[suite]
+        check_suite, bench_suite = SUITE_PLAN[suite]
         config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite)
         result = Evaluator(kernel, device=device, gpu=profile, config=config).evaluate(folder)
         if as_json:

@@ -19,6 +19,9 @@ from avo.evaluate.guards_static_paths import PathReader
 from avo.evaluate.guards_static_resolve import Resolver
 
 _C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
+# Code that would run without being read: native extension modules, bytecode, path hooks, importable archives.
+_OPAQUE_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".pth", ".egg", ".whl", ".zip", ".pkl",
+                    ".pickle")
 _SKIP_DIRS = ("__pycache__", ".git")
 _OPENERS = {  # function -> indices of its path arguments
     "builtins.open": (0,), "io.open": (0,), "os.open": (0,), "codecs.open": (0,), "glob.glob": (0,),
@@ -48,7 +51,7 @@ class Finding:
     what: str
 
     def text(self) -> str:
-        return f"{self.file}:{self.line} {self.what}"
+        return f"{self.file}:{self.line} {self.what}" if self.line else f"{self.file} {self.what}"
 
 
 def check_static(candidate_dir: Path, task_name: str) -> None:
@@ -74,6 +77,9 @@ def scan(candidate_dir: Path, task_name: str) -> list[Finding]:
             findings += _scan_python(path, rel, len(path.relative_to(root).parts) - 1, task_name)
         elif path.suffix in _C_SUFFIXES:
             findings += _scan_c(path, rel)
+        elif path.suffix in _OPAQUE_SUFFIXES or ".so." in path.name:
+            findings.append(Finding("static.forbidden_import", rel, 0, "is a compiled module, bytecode or archive: "
+                                    "a candidate ships sources only (.py, .cu and headers)"))
     return findings
 
 
@@ -112,6 +118,8 @@ class _PythonChecker(ast.NodeVisitor):
     def _judge(self, dotted: str, node: ast.AST, verb: str = "uses") -> None:
         parts = dotted.split(".")
         prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        if dotted in names.SANCTIONED:
+            return
         if any(p in names.RUNTIME_COMPILE for p in prefixes):
             self._add("static.runtime_compile", node, f"{verb} {dotted} (compiles code at run time; only Triton and "
                                                        "CuPy RawModule/RawKernel are allowed)")

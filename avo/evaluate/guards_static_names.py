@@ -42,6 +42,11 @@ FORBIDDEN_MODULES = (
     "sys.monitoring", "torch.multiprocessing", "torch.distributed", "torch.utils._python_dispatch",
     "torch._subclasses", "torch.overrides", "_posixsubprocess", "posix", "nt", "mmap", "resource", "atexit",
 )
+SANCTIONED = frozenset(
+    "avo.cuda avo.cuda.load_module avo.cuda.CudaModule avo.cuda.CudaCompileError avo.cuda.target_arch".split()
+)
+"""The one part of avo a candidate may import: the NVRTC/CuPy path for CUDA C++ sources (its public names only)."""
+
 """Modules a kernel has no business importing (processes, sockets, native calls, threads, unpickling, the evaluator
 itself, the machinery the runtime guards are built on)."""
 
@@ -82,7 +87,8 @@ RUNTIME_COMPILE = frozenset(
 )
 """Ways to turn source text into running code other than Triton's JIT and CuPy's RawModule/RawKernel."""
 
-ALLOWED_IN_HANDLER = ("torch.cuda", "torch.empty", "torch.device", "torch.Size", "torch.finfo", "torch.iinfo")
+ALLOWED_IN_HANDLER = ("torch.cuda", "torch.empty", "torch.device", "torch.Size", "torch.finfo", "torch.iinfo",
+                      "torch.Tensor", "torch.version", "torch.__version__", "torch.dtype")
 TORCH_DTYPES = frozenset(
     "float16 bfloat16 float32 float64 float half float8_e4m3fn float8_e5m2 int8 int16 int32 int64 uint8 bool".split()
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -65,10 +66,11 @@ class Evaluator:
         return first, second
 
     def suites(self) -> tuple[str, str]:
-        """(check suite, bench suite or ''): under the interpreter the tiny suite is checked and timed."""
+        """(check suite, bench suite or ''): under the interpreter only the tiny suite (fp16, interpreter-sized) is
+        meaningful, so it is checked, and timed unless timing is off."""
         cfg = self.config
-        if self.device == "interpret" and cfg.bench_suite:
-            return "tiny", "tiny"
+        if self.device == "interpret":
+            return "tiny", "tiny" if cfg.bench_suite else ""
         return cfg.check_suite, cfg.bench_suite
 
     def limits(self) -> dict[str, float]:
@@ -95,14 +97,21 @@ class Evaluator:
             with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],
-                    cwd=workdir, env=scrubbed_env(self.device), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    cwd=workdir, env=scrubbed_env(self.device), stdin=subprocess.PIPE, stdout=out, stderr=err,
                     start_new_session=True,
                 )
+                # A secret the worker reads before any candidate code runs and signs its result with: a result file
+                # written by anyone else (the temp folder is writable to the candidate) is refused.
+                token = secrets.token_hex(16)
                 try:
+                    proc.stdin.write(f"{token}\n".encode())
+                    proc.stdin.close()
                     timed_out = self._watch(proc, tmp_path / "progress")
+                except BrokenPipeError:
+                    timed_out = None
                 finally:
                     _kill_group(proc)
-            results = self._collect(proc, tmp_path, timed_out, len(candidate_dirs))
+            results = self._collect(proc, tmp_path, timed_out, len(candidate_dirs), token)
         wall = round(time.monotonic() - started, 3)
         for r in results:
             r.wall_s = wall
@@ -127,7 +136,7 @@ class Evaluator:
             time.sleep(POLL_S)
         return None
 
-    def _collect(self, proc, tmp_path: Path, timed_out, count: int) -> list[EvalResult]:
+    def _collect(self, proc, tmp_path: Path, timed_out, count: int, token: str) -> list[EvalResult]:
         if timed_out is not None:
             stage, case, limit = timed_out
             group = STAGE_GROUP.get(stage, "import")
@@ -141,10 +150,13 @@ class Evaluator:
         result_path = tmp_path / "result.json"
         try:
             payload = json.loads(result_path.read_text())
+            if payload.get("token") != token:
+                message = "the result file was not written by the evaluator (it was replaced or forged)"
+                return [self._failure("rejected", "runtime.file_access", message) for _ in range(count)]
             results = [EvalResult.model_validate(r) for r in payload["results"]]
             if len(results) == count:
                 return results
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or torn: the child died writing it
             pass
         return [self._crash(proc, tmp_path) for _ in range(count)]
 

@@ -105,6 +105,7 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dic
     counter = _Counter(contenders)
 
     def block(c: Contender, n: int, record: Measurement | None) -> list[float]:
+        """Times n calls; returns each call's device-busy time (start to idle), which sizes the blocks."""
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
                    torch.cuda.Event(enable_timing=True)) for _ in range(n)]
         for start, end, after in events:
@@ -120,12 +121,12 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dic
                 on_output(c.name, i, args, out)
             del out
         synchronize()
-        times = [start.elapsed_time(end) for start, end, _ in events]
         if record is not None:
+            times = [start.elapsed_time(end) for start, end, _ in events]
             record.samples_ms.extend(times)
             record.round_medians_ms.append(statistics.median(times))
             record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events)
-        return times
+        return [start.elapsed_time(after) for start, _, after in events]
 
     calls = {}
     for c in contenders:

@@ -89,7 +89,8 @@ def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
         return Verdict("rejected", exc.rule, exc.message)
     name = type(exc).__name__
     if type(exc).__module__.startswith("triton") and ("Compil" in name or "OutOfResources" in name):
-        return Verdict("compile_error", "compile", trimmed_traceback(exc, candidate.path, f"{doing}: Triton compile failed"))
+        message = trimmed_traceback(exc, candidate.path, f"{doing}: Triton compile failed")
+        return Verdict("compile_error", "compile", message)
     return Verdict("crash", "crash", trimmed_traceback(exc, candidate.path, f"{doing} raised"))
 
 
@@ -161,7 +162,9 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
         first = cand.failures[0]
         r.status, r.rule, r.fitness = "incorrect", first.rule, 0.0
         failed = [c.case for c in r.cases if c.correct is False]
-        r.message = first.message + (f" ({len(failed)} cases failed: {', '.join(failed[:8])})" if len(failed) > 1 else "")
+        r.message = first.message
+        if len(failed) > 1:
+            r.message += f" ({len(failed)} cases failed: {', '.join(failed[:8])})"
         return r
     r.status, r.rule = "correct", None
     r.fitness = geomean([c.speedup for c in r.bench_cases()]) if timed else 0.0
@@ -263,6 +266,8 @@ def _no_core_dumps() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    token = sys.stdin.readline().strip()  # from the parent, before any candidate code exists in this process
+    sys.stdin.close()
     request_path = Path(argv[0])
     request = json.loads(request_path.read_text())
     request_path.unlink(missing_ok=True)
@@ -270,7 +275,8 @@ def main(argv: list[str] | None = None) -> None:
     result_file = open(request["result_path"], "w")
     progress = Progress(open(request["progress_path"], "a"))
     results = run(request, progress)
-    result_file.write('{"results": [' + ", ".join(r.model_dump_json() for r in results) + "]}")
+    results_json = ", ".join(r.model_dump_json() for r in results)
+    result_file.write(f'{{"token": {json.dumps(token)}, "results": [{results_json}]}}')
     result_file.flush()
     os.fsync(result_file.fileno())
     progress.mark("done")

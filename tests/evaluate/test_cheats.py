@@ -21,6 +21,7 @@ from avo.evaluate.harness import Evaluator
 from avo.gpus import PROFILES
 
 CHEATS = Path(__file__).parent / "cheats"
+SEEDS = Path(__file__).resolve().parents[2] / "kernels"
 H200 = PROFILES["h200"]
 STASH = Path.home() / ".avo-cheat-stash.bin"  # where file_write_runtime tries to write
 
@@ -54,17 +55,38 @@ EXPECTED_CPU = {
     "honest_tiled": ("correct", None, ""),
     "honest_helpers": ("correct", None, ""),
 }
-TIMED = {"cache_by_shape", "honest_tiled"}
+# Cheats that behave while watched (the checked calls) and cheat in the timed calls, which run unwatched. They get
+# through today: the worker neither type-checks timed outputs nor records the ops of any timed call.
+GAPS = {
+    "lazy_when_unwatched": ("rejected", "runtime.output_type", "_Deferred",
+                            "timed outputs are spot-checked for values, never for type: the lazy tensor computes "
+                            "when the spot check reads it, after the clock stopped"),
+    "library_when_unwatched": ("rejected", "runtime.library_op", "aten.mm",
+                               "no timed call runs under the op recorder, so cuBLAS in timed calls goes unseen"),
+}
+TIMED = {"cache_by_shape", "honest_tiled", *GAPS}
 """Candidates whose cheat only shows in timed calls: evaluated with the tiny suite timed too."""
 
 
 def _task(name: str) -> str:
+    if "/" in name:  # a seed: kernels/<task>/<name>
+        return name.split("/")[0]
     return "attention" if name.startswith("attention") else "gemm"
 
 
+def _seeds(with_cuda_sources: bool) -> list[str]:
+    """Shipped seed kernels as 'task/name'; the CUDA ones (CuPy + NVRTC) need a GPU to run at all."""
+    found = []
+    for folder in sorted(SEEDS.glob("*/*")):
+        if (folder / "kernel.py").is_file() and any(folder.glob("*.cu")) == with_cuda_sources:
+            found.append(f"{folder.parent.name}/{folder.name}")
+    return found
+
+
 def _evaluate(name: str, root: Path, device: str = "interpret", **settings):
-    folder = root / name
-    shutil.copytree(CHEATS / name, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = SEEDS / name if "/" in name else CHEATS / name
+    folder = root / name.replace("/", "-")
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("__pycache__"))
     if device == "interpret":
         defaults = {"check_suite": "tiny", "bench_suite": "tiny" if name in TIMED else "", "seed": 7,
                     "import_timeout_s": 90.0, "check_timeout_s": 60.0}
@@ -82,14 +104,15 @@ def cpu_verdicts(tmp_path_factory):
     STASH.unlink(missing_ok=True)
     workers = max(1, min(3, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
-        futures = {name: pool.submit(_evaluate, name, root) for name in EXPECTED_CPU}
+        names = [*EXPECTED_CPU, *GAPS, *_seeds(False)]
+        futures = {name: pool.submit(_evaluate, name, root) for name in names}
         yield {name: f.result() for name, f in futures.items()}
     STASH.unlink(missing_ok=True)
 
 
 def test_every_cheat_folder_has_an_expectation():
     folders = {p.name for p in CHEATS.iterdir() if (p / "kernel.py").is_file()}
-    assert folders == set(EXPECTED_CPU) | set(EXPECTED_GPU)
+    assert folders == set(EXPECTED_CPU) | set(EXPECTED_GPU) | set(GAPS)
     cheats = [n for n in folders if not n.startswith("honest")]
     assert len(cheats) >= 14
 
@@ -106,6 +129,21 @@ def test_cheat_gets_its_verdict_on_cpu(cpu_verdicts, name):
         assert all(c.correct for c in result.cases)
 
 
+@pytest.mark.parametrize("name", sorted(GAPS))
+def test_cheat_that_behaves_only_while_watched(cpu_verdicts, name, request):
+    status, rule, phrase, gap = GAPS[name]
+    request.applymarker(pytest.mark.xfail(strict=True, reason=f"evaluator gap: {gap}"))
+    result = cpu_verdicts[name]
+    assert (result.status, result.rule) == (status, rule), result.message
+    assert phrase in result.message
+
+
+@pytest.mark.parametrize("seed", _seeds(False))
+def test_shipped_seed_passes_every_guard_on_cpu(cpu_verdicts, seed):
+    result = cpu_verdicts[seed]
+    assert result.status == "correct", result.message
+
+
 def test_refused_write_left_no_file(cpu_verdicts):
     assert cpu_verdicts["file_write_runtime"].status == "rejected"
     assert not STASH.exists(), "the audit hook must stop the write, not only report it"
@@ -119,6 +157,7 @@ def test_timeout_cut_the_sleeper_short(cpu_verdicts):
 # -- on a GPU --------------------------------------------------------------------------------------------------
 EXPECTED_GPU = {
     "side_stream": ("rejected", "runtime.side_stream", "side stream"),
+    # ...or, when a large case's output is read before the side stream has finished: check.unwritten (see below).
     "cache_by_pointer": ("incorrect", "check.timed_output", "timed call"),
 }
 GPU_ALSO = {  # cheats that already run on the CPU, re-run where CUDA events and cuBLAS are real
@@ -135,5 +174,16 @@ GPU_ALSO = {  # cheats that already run on the CPU, re-run where CUDA events and
 def test_cheat_gets_its_verdict_on_gpu(tmp_path, name):
     status, rule, phrase = (EXPECTED_GPU | GPU_ALSO)[name]
     result = _evaluate(name, tmp_path, device="cuda", check_suite="tiny", bench_suite="bench")
+    if name == "side_stream" and result.rule == "check.unwritten":
+        # Each bench case is checked once before it is timed; on a large case the worker may read the output before
+        # the unjoined side stream has written it. Caught either way; which way depends on the race.
+        status, rule, phrase = "incorrect", "check.unwritten", "never written"
     assert (result.status, result.rule) == (status, rule), result.message
     assert phrase in result.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", _seeds(False) + _seeds(True))
+def test_shipped_seed_passes_every_guard_on_gpu(tmp_path, seed):
+    result = _evaluate(seed, tmp_path, device="cuda", bench_suite="")
+    assert result.status == "correct", result.message

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+if "triton" not in __import__("sys").modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported (torch._dynamo imports it)
+
 import importlib.util
 import itertools
-import os
 import sys
 import textwrap
 import threading
@@ -162,6 +166,15 @@ def test_every_python_file_is_read_and_named(tmp_path):
     assert info.value.rule == "static.forbidden_import" and "helper.py:2" in info.value.message
 
 
+@pytest.mark.parametrize("name", ["helper.so", "mod.cpython-311-x86_64-linux-gnu.so", "k.pyc", "evil.pth", "lib.zip"])
+def test_compiled_modules_and_archives_are_refused(tmp_path, name):
+    folder = _candidate(tmp_path, "x = 1\n")
+    (folder / name).write_bytes(b"\x7fELF")
+    with pytest.raises(Rejection) as info:
+        guards.check_static(folder, "gemm")
+    assert info.value.rule == "static.forbidden_import" and name in info.value.message
+
+
 def test_syntax_errors_are_left_to_the_loader(tmp_path):
     assert scan(_candidate(tmp_path, "def gemm(a, b)\n    return a\n"), "gemm") == []
 
@@ -247,8 +260,9 @@ def test_call_watched_passes_plumbing_and_returns_the_output():
     assert out.shape == (8, 4)
 
 
-def test_triton_kernel_under_the_interpreter_dispatches_no_compute_op(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_triton_kernel_under_the_interpreter_dispatches_no_compute_op():
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("triton was imported without the interpreter before this module")
     spec = importlib.util.spec_from_file_location("honest_tiled_kernel", CHEATS / "honest_tiled" / "kernel.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -390,12 +404,15 @@ def test_sentinel_sees_a_disguised_replacement_and_a_swapped_module(watched):
 
 
 def test_sentinel_ignores_torch_rebinding_its_own_functions(watched):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
+    """torch swaps some functions for wrappers of themselves on first use; that is not a candidate's patch."""
     sentinel, _, _ = watched
-    with TorchDispatchMode():
-        torch.ones(2) + 1
-    assert _verdict(sentinel) is None
+    original = torch.manual_seed
+    torch.manual_seed = torch._disable_dynamo(getattr(original, "__wrapped__", original))
+    try:
+        assert torch.manual_seed is not original
+        assert _verdict(sentinel) is None
+    finally:
+        torch.manual_seed = original
 
 
 def test_sentinel_sees_a_thread_even_after_it_ended(watched):

@@ -139,3 +139,15 @@ def test_confirm_reports_each_candidate_on_its_own():
     first, second = evaluator().confirm(KERNELS / "wrong_gemm", KERNELS / "good_gemm")
     assert first.status == "incorrect" and first.rule == "check.mismatch"
     assert second.status == "correct", second.message
+
+
+def test_a_result_file_without_the_workers_token_is_refused(tmp_path):
+    """The worker signs its result with a secret it read from the parent before any candidate code ran."""
+    forged = '{"results": [{"status": "correct", "fitness": 99.0}]}'
+    (tmp_path / "result.json").write_text(forged)
+    (tmp_path / "progress").write_text("check\t1x1x1\t0\n")
+    (tmp_path / "stderr").write_text("")
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    [r] = evaluator()._collect(proc, tmp_path, None, 1, token="the-real-token")
+    assert (r.status, r.rule) == ("rejected", "runtime.file_access") and r.fitness == 0

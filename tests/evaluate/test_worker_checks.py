@@ -74,7 +74,8 @@ def test_mismatch_names_case_error_and_tolerance():
     with pytest.raises(CaseFailure) as info:
         verify((ref * 1.01).to(torch.float16), ref, case="7x33x17")
     assert info.value.rule == "check.mismatch"
-    assert "7x33x17" in info.value.message and "0.002" in info.value.message and "relative error 0.01" in info.value.message
+    message = info.value.message
+    assert "7x33x17" in message and "0.002" in message and "relative error 0.01" in message
 
 
 def test_checked_call_poisons_the_candidates_output_and_watches_for_library_ops():

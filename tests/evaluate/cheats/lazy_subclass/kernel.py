@@ -46,7 +46,7 @@ class _Deferred(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         for x in args:
-            if isinstance(x, _Deferred) and x._operands is not None:
+            if isinstance(x, _Deferred) and getattr(x, "_operands", None) is not None:
                 a, b = x._operands
                 x._operands = None
                 torch.Tensor.copy_(x.as_subclass(torch.Tensor), _triton_gemm(a, b))

@@ -1,0 +1,309 @@
+"""CUDA C++ in a candidate: compile a `.cu` file of the candidate's folder with NVRTC and launch it on torch tensors.
+
+    from avo.cuda import load_module
+
+    BLOCK_M = 128  # avo: tune 64 128 256
+    _module = load_module("gemm.cu", defines={"BLOCK_M": BLOCK_M})
+
+    def gemm(a, b):
+        c = torch.empty(...)
+        _module.launch("gemm_bf16", grid, block, (a, b, c, M, N, K), shared_mem=smem_bytes)
+        return c
+
+Nothing is compiled at import, so kernel.py imports without a GPU; the first launch compiles for the GPU the tensors
+live on, with its architecture-specific features (sm_90a on Hopper, sm_100a on Blackwell), and the cubin is cached
+in the process by source, headers, options and target. Kernels run on torch's current stream. Arguments: a CUDA
+tensor passes its data pointer, a Python int an `int` (32-bit), a float a `float`, a bool a `bool`; a numpy scalar
+passes as it is (numpy.int64 for a `long long`). Compile errors raise CudaCompileError with NVRTC's log.
+
+This module is the one part of avo a candidate may import: the compile path and the stream stay the evaluator's.
+Includes must stay inside the candidate's folder (or be plain system headers), so a compile log cannot show files
+from elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Build", "CudaCompileError", "CudaModule", "declared_builds", "load_module", "target_arch"]
+
+LOG_LIMIT = 4000
+"""Characters of a compiler log kept for the agent (the first errors matter; the rest are usually consequences)."""
+BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
+HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".hxx", ".inc")
+_DEFAULT_SMEM_LIMIT = 48 * 1024
+_INCLUDE = re.compile(r"^\s*#\s*include\b(.*)$", re.M)
+_NAME = re.compile(r"[A-Za-z_]\w*$")
+_FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include", "-isystem", "--dependency", "-M")
+
+
+class CudaCompileError(Exception):
+    """A source did not compile (or may not be compiled); `message` is what the agent reads."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compile of one source as a candidate declared it: what the CPU compile check repeats with nvcc."""
+
+    source: Path
+    folder: Path
+    flags: tuple[str, ...]
+    """Options after the base ones: -D defines, then the candidate's own."""
+
+
+_declared: dict[Path, dict[tuple[str, tuple[str, ...]], Build]] = {}
+_cubins: dict[str, tuple[bytes, dict[str, str]]] = {}
+
+
+def declared_builds(folder: Path) -> list[Build]:
+    """The builds kernel.py declared (through load_module) when it was imported in this process."""
+    return list(_declared.get(Path(folder).resolve(), {}).values())
+
+
+def target_arch(capability: tuple[int, int]) -> str:
+    """Compile target for a compute capability: architecture-specific (`a`) from Hopper on, where wgmma, TMA and
+    tcgen05 live."""
+    major, minor = capability
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+def define_flags(defines: dict[str, Any] | None) -> tuple[str, ...]:
+    flags = []
+    for name, value in (defines or {}).items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"define name {name!r} is not a C identifier")
+        if isinstance(value, bool):
+            value = int(value)
+        if not isinstance(value, int | float | str) or (isinstance(value, str) and not value.strip()) or \
+                any(c in str(value) for c in "\n\r"):
+            raise ValueError(f"define {name}={value!r}: use an int, float, bool or a one-line string")
+        flags.append(f"-D{name}={value}")
+    return tuple(flags)
+
+
+def check_includes(folder: Path) -> None:
+    """CudaCompileError unless every #include in the folder's C/CUDA files names a file inside the folder or a
+    system header, by a plain relative name."""
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in (".cu", *HEADER_SUFFIXES) and "__pycache__" not in path.parts:
+            _check_file_includes(path, folder)
+
+
+def _check_file_includes(path: Path, folder: Path) -> None:
+    text = path.read_text(errors="replace")
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _INCLUDE.match(line)
+        if not match:
+            continue
+        target = match.group(1).split("//")[0].strip()
+        quoted = re.fullmatch(r'"([^"]+)"|<([^>]+)>', target)
+        name = (quoted.group(1) or quoted.group(2)) if quoted else None
+        if name is None or name.startswith(("/", "~")) or ".." in Path(name).parts:
+            raise CudaCompileError(f"{path.relative_to(folder)}:{number}: {line.strip()}: an include must name a "
+                                   "header in the candidate's folder or a system header by a plain relative name")
+
+
+def trim_log(text: str, folder: Path, limit: int = LOG_LIMIT) -> str:
+    """The log with the candidate's folder dropped from paths, cut after `limit` characters at a line end."""
+    text = text.replace(str(folder) + "/", "").strip()
+    if len(text) <= limit:
+        return text
+    head = text[:limit].rsplit("\n", 1)[0]
+    rest = text[len(head):].count("\n")
+    return f"{head}\n... ({rest} more lines)"
+
+
+def load_module(source: str, *, defines: dict[str, Any] | None = None, options: tuple[str, ...] = (),
+                name_expressions: tuple[str, ...] = ()) -> CudaModule:
+    """A lazily compiled module of `source`, a .cu file named relative to the calling file's folder.
+
+    `defines` become -D options (the way to pass `# avo: tune` knobs); `options` are further NVRTC options (the
+    target is chosen here: no -arch); `name_expressions` name template kernels to instantiate, e.g. "tile<128>".
+    """
+    caller = sys._getframe(1).f_globals.get("__file__")
+    if not caller:
+        raise ValueError("load_module must be called from a module file (kernel.py), which locates the source")
+    folder = Path(caller).resolve().parent
+    path = (folder / source).resolve()
+    if not path.is_relative_to(folder):
+        raise ValueError(f"{source}: the source must be inside the candidate's folder")
+    if not path.is_file():
+        raise CudaCompileError(f"{source}: no such file next to {Path(caller).name}")
+    if any(str(o).startswith(("-arch", "--gpu-architecture", "-code", "--gpu-code")) for o in options):
+        raise ValueError("the compile target is chosen from the GPU present: leave -arch out of `options`")
+    if any(str(o).startswith(_FILE_OPTIONS) for o in options):
+        raise ValueError("include paths and forced includes are set here (the candidate's folder and the CUDA "
+                         "headers): leave -I and -include out of `options`")
+    flags = define_flags(defines) + tuple(str(o) for o in options)
+    build = Build(path, folder, flags)
+    _declared.setdefault(folder, {})[(str(path), flags)] = build
+    return CudaModule(build, tuple(name_expressions))
+
+
+class CudaModule:
+    """Kernels of one build; compiled on first use, loaded once per device."""
+
+    def __init__(self, build: Build, name_expressions: tuple[str, ...] = ()):
+        self.build = build
+        self.name_expressions = name_expressions
+        self._modules: dict[int, Any] = {}
+        self._mapping: dict[str, str] = {}
+        self._functions: dict[tuple[int, str], Any] = {}
+        self._smem_limits: dict[tuple[int, str], int] = {}
+        self._streams: dict[tuple[int, int], Any] = {}
+
+    def options(self, arch: str) -> tuple[str, ...]:
+        system = cuda_include_dir()
+        return (*BASE_OPTIONS, f"-arch={arch}", f"-I{self.build.folder}", *((f"-I{system}",) if system else ()),
+                *self.build.flags)
+
+    def compile(self, arch: str) -> bytes:
+        """The cubin for `arch` (cached by content, options and NVRTC version); CudaCompileError with NVRTC's log."""
+        from cupy_backends.cuda.libs import nvrtc
+
+        build = self.build
+        check_includes(build.folder)
+        text = build.source.read_text()
+        digest = hashlib.sha256()
+        for part in (text, *_headers(build.folder), *self.options(arch), *self.name_expressions,
+                     str(nvrtc.getVersion())):
+            digest.update(part.encode() + b"\0")
+        key = digest.hexdigest()
+        if key not in _cubins:
+            _cubins[key] = _nvrtc_compile(nvrtc, text, build, self.options(arch), self.name_expressions)
+        cubin, self._mapping = _cubins[key]
+        return cubin
+
+    def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
+               *, shared_mem: int = 0) -> None:
+        """Launch kernel `name` on torch's current stream of the tensors' device."""
+        import torch
+
+        device = _device_of(args)
+        function = self._function(name, device)
+        if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
+            from cupy_backends.cuda.api import driver
+
+            driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
+            self._smem_limits[(device, name)] = shared_mem
+        stream = self._stream(device, torch.cuda.current_stream(device).cuda_stream)
+        import cupy
+
+        with cupy.cuda.Device(device):
+            function(_dims(grid), _dims(block), tuple(_kernel_arg(a) for a in args), shared_mem=shared_mem,
+                     stream=stream)
+
+    def _function(self, name: str, device: int) -> Any:
+        function = self._functions.get((device, name))
+        if function is None:
+            import cupy
+            import torch
+            from cupy.cuda import function as cupy_function
+
+            with cupy.cuda.Device(device):
+                module = self._modules.get(device)
+                if module is None:
+                    cubin = self.compile(target_arch(torch.cuda.get_device_capability(device)))
+                    module = cupy_function.Module()
+                    module.load(cubin)
+                    self._modules[device] = module
+                try:
+                    function = module.get_function(self._mapping.get(name, name))
+                except Exception:
+                    raise ValueError(f"{self.build.source.name} has no kernel named {name!r} (an extern \"C\" "
+                                     "__global__ function, or a name expression given to load_module)") from None
+            self._functions[(device, name)] = function
+        return function
+
+    def _stream(self, device: int, pointer: int) -> Any:
+        stream = self._streams.get((device, pointer))
+        if stream is None:
+            import cupy
+
+            stream = self._streams[(device, pointer)] = cupy.cuda.ExternalStream(pointer, device)
+        return stream
+
+
+def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...],
+                   name_expressions: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+    name = build.source.relative_to(build.folder).as_posix()
+    program = nvrtc.createProgram(text, name, [], [])
+    try:
+        for expression in name_expressions:
+            nvrtc.addNameExpression(program, expression)
+        try:
+            nvrtc.compileProgram(program, list(options))
+        except nvrtc.NVRTCError as exc:
+            log = trim_log(nvrtc.getProgramLog(program), build.folder) or str(exc)
+            arch = next(o.split("=", 1)[1] for o in options if o.startswith("-arch="))
+            raise CudaCompileError(f"{name}: NVRTC could not compile it for {arch}:\n{log}") from None
+        mapping = {e: nvrtc.getLoweredName(program, e) for e in name_expressions}
+        return nvrtc.getCUBIN(program), mapping
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_include_dir() -> str | None:
+    """The CUDA toolkit's headers (cuda_fp16.h, cuda/barrier, ...), for NVRTC, which searches no path of its own."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        return find_nvidia_header_directory("cudart")
+    except Exception:
+        return None
+
+
+def _headers(folder: Path) -> list[str]:
+    """Contents of the folder's headers, so an edited header misses the cache like an edited source."""
+    return [p.read_text(errors="replace") for p in sorted(folder.rglob("*")) if p.suffix in HEADER_SUFFIXES]
+
+
+def _device_of(args: tuple) -> int:
+    import torch
+
+    devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+    if not devices:
+        raise ValueError("launch needs at least one CUDA tensor among the arguments (it picks the device)")
+    if any(d.type != "cuda" for d in devices):
+        raise ValueError(f"CUDA kernels need CUDA tensors; got tensors on {', '.join(sorted(map(str, devices)))}")
+    if len(devices) > 1:
+        raise ValueError(f"the tensors are on several devices: {', '.join(sorted(map(str, devices)))}")
+    return devices.pop().index or 0
+
+
+def _dims(value: int | tuple[int, ...]) -> tuple[int, ...]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+        raise ValueError(f"grid and block are 1 to 3 positive ints; got {value!r}")
+    return dims
+
+
+def _kernel_arg(value: Any) -> Any:
+    import numpy
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return numpy.uint64(value.data_ptr())
+    if isinstance(value, bool | numpy.bool_):
+        return numpy.bool_(value)
+    if isinstance(value, numpy.generic):
+        return value
+    if isinstance(value, int):
+        if not -2**31 <= value < 2**31:
+            raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
+        return numpy.int32(value)
+    if isinstance(value, float):
+        return numpy.float32(value)
+    raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools or numpy "
+                    "scalars")

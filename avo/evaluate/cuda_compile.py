@@ -1,0 +1,114 @@
+"""CUDA sources of a candidate compiled with nvcc, for machines without a GPU: compile errors and per-kernel
+register, spill and shared-memory figures, but nothing is run.
+
+Each .cu file is compiled as kernel.py declared it through `avo.cuda.load_module` (its -D defines and options) when
+kernel.py was imported in this process, and otherwise with the defaults written in the source.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
+
+DEFAULT_TIMEOUT_S = 180.0
+# NVRTC options nvcc does not take, and what they become there (None: dropped; both compilers see the same code).
+_NVRTC_ONLY = {"-default-device": None, "--device-as-default-execution-space": None, "--pch": None,
+               "--generate-line-info": "-lineinfo", "-lineinfo": "-lineinfo"}
+_SKIP_DIRS = ("__pycache__", ".git")
+_PTXAS_REPORT = re.compile(r"ptxas info\s*:|\s+\d+ bytes stack frame")
+
+
+class CompileCheck(NamedTuple):
+    ok: bool
+    log: str
+    """The compiler's errors, or its warnings after a success, trimmed; empty when it had nothing to say."""
+    resources: dict[str, dict]
+    """Per kernel: source, registers, spill_store_bytes, spill_load_bytes, stack_bytes, static_shared_bytes."""
+
+
+class CompilerUnavailable(RuntimeError):
+    """No nvcc here: the sources could not be checked (the machine's fault, not the candidate's)."""
+
+
+def find_nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    path = os.path.join(home, "bin", "nvcc")
+    return path if os.path.isfile(path) else None
+
+
+def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileCheck:
+    """Compile every .cu file of the candidate for `arch` (e.g. sm_90a) with `nvcc -cubin -Xptxas -v`.
+
+    Raises CompilerUnavailable when there is no nvcc; a candidate whose sources do not compile gets ok=False and
+    the compiler's messages in `log`.
+    """
+    folder = Path(candidate_dir).resolve()
+    sources = sorted(p for p in folder.rglob("*.cu") if not any(d in p.parts for d in _SKIP_DIRS))
+    builds = declared_builds(folder)
+    declared = {b.source for b in builds}
+    builds += [Build(p, folder, ()) for p in sources if p not in declared]
+    if not builds:
+        return CompileCheck(True, "", {})
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompilerUnavailable("nvcc was not found on PATH or in $CUDA_HOME/bin: the CUDA sources could not be "
+                                  "compiled")
+    try:
+        check_includes(folder)
+    except CudaCompileError as exc:
+        return CompileCheck(False, exc.message, {})
+    ok, logs, resources = True, [], {}
+    with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
+        for i, build in enumerate(builds):
+            compiled, log, found = _compile(nvcc, build, arch, Path(tmp) / f"{i}.cubin", timeout_s)
+            ok &= compiled
+            if log:
+                logs.append(log)
+            for name, facts in found.items():
+                key, n = name, 2
+                while key in resources:  # the same kernel in another build of the source
+                    key, n = f"{name} #{n}", n + 1
+                resources[key] = facts
+    return CompileCheck(ok, "\n".join(logs), resources)
+
+
+def nvcc_command(nvcc: str, build: Build, arch: str, output: Path) -> list[str]:
+    flags = []
+    for flag in build.flags:
+        if flag in _NVRTC_ONLY:
+            if _NVRTC_ONLY[flag]:
+                flags.append(_NVRTC_ONLY[flag])
+        else:
+            flags.append(flag)
+    return [nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-lineinfo", "-Xptxas", "-v", f"-I{build.folder}",
+            *flags, "-o", str(output), str(build.source)]
+
+
+def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float) -> tuple[bool, str, dict]:
+    from avo.profile.sass import parse_ptxas_verbose
+
+    name = build.source.relative_to(build.folder).as_posix()
+    try:
+        done = subprocess.run(nvcc_command(nvcc, build, arch, output), capture_output=True, text=True,
+                              errors="replace", timeout=timeout_s, cwd=output.parent)
+    except subprocess.TimeoutExpired:
+        return False, f"{name}: nvcc did not finish compiling it within {timeout_s:.0f} s", {}
+    text = done.stdout + done.stderr
+    messages = "\n".join(ln for ln in text.splitlines() if ln.strip() and not _PTXAS_REPORT.match(ln))
+    if done.returncode != 0:
+        return False, f"{name}: nvcc could not compile it for {arch}:\n{trim_log(messages, build.folder)}", {}
+    resources = {}
+    for kernel, facts in parse_ptxas_verbose(text).items():
+        resources[kernel] = {"source": name, **facts}
+    log = f"{name}: nvcc warnings:\n{trim_log(messages, build.folder)}" if messages else ""
+    return True, log, resources

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# GPU validation for avo, in one go on a GPU machine (results under $OUT):
+#   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile
+# `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
+# package index; the other steps assume avo is importable. Each step writes one file under $OUT.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
+
+step_setup() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || return 1
+  export PYTHONPATH=/tmp/site:$PWD
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || return 1
+  echo "setup ok: $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())')"
+}
+
+step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
+
+step_tests() {
+  python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -25
+}
+
+# Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
+step_bench() {
+  : > "$OUT/bench.jsonl"
+  for seed in gemm/triton_tiled gemm/triton_naive attention/triton_fa2 attention/triton_naive; do
+    t0=$(now)
+    avo bench "kernels/$seed" --kernel "${seed%%/*}" --json > /tmp/bench.json 2> /tmp/bench.err
+    rc=$?; t1=$(now)
+    python3 - "$seed" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$OUT/bench.jsonl"
+import json, sys
+seed, wall, rc = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+try:
+    result = json.load(open("/tmp/bench.json"))
+except Exception as exc:
+    result = {"status": "no-json", "message": open("/tmp/bench.err").read()[-2000:]}
+print(json.dumps({"seed": seed, "wall_s": wall, "rc": rc, "result": result}))
+PY
+    python3 - <<'PY'
+import json
+row = json.loads(open(__import__("os").environ["OUT"] + "/bench.jsonl").read().splitlines()[-1])
+r = row["result"]
+print(f'{row["seed"]:24s} rc={row["rc"]} wall={row["wall_s"]:6.1f}s status={r.get("status")} fitness={r.get("fitness", 0):.3f} library={r.get("library", "")}')
+for c in r.get("cases", []):
+    if c.get("speedup") is not None:
+        print(f'    {c["case"]:40s} {c["tflops"]:7.1f} TFLOPS  lib {c["library_tflops"]:7.1f}  x{c["speedup"]:.3f}  cv {c.get("spread") or 0:.4f}')
+PY
+  done
+}
+
+# Spread of fitness when one kernel is benched five times (separate processes).
+step_cv() {
+  : > "$OUT/cv.txt"
+  for seed in gemm/triton_tiled attention/triton_fa2; do
+    for i in 1 2 3 4 5; do
+      avo bench "kernels/$seed" --kernel "${seed%%/*}" --json 2>/dev/null \
+        | python3 -c "import json,sys; print('$seed', json.load(sys.stdin)['fitness'])" >> "$OUT/cv.txt"
+    done
+  done
+  python3 - "$OUT/cv.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    seed, f = line.split(); rows.setdefault(seed, []).append(float(f))
+for seed, fs in rows.items():
+    print(f"{seed}: fitness {['%.4f' % f for f in fs]} mean {statistics.mean(fs):.4f} CV {statistics.pstdev(fs) / statistics.mean(fs):.4%}")
+PY
+}
+
+step_profile() {
+  t0=$(now)
+  avo profile kernels/attention/triton_fa2 --kernel attention --case 0 2>&1 | tee "$OUT/profile.txt"
+  echo "avo profile wall: $(secs "$t0" "$(now)") s" | tee -a "$OUT/profile.txt"
+}
+
+for step in "$@"; do
+  echo "== $step"
+  "step_$step" || echo "step $step failed"
+done

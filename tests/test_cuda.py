@@ -1,0 +1,167 @@
+"""avo.cuda: how a candidate declares, compiles and launches CUDA C++ (no GPU needed, NVRTC tests skip without it)."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import numpy
+import pytest
+import torch
+
+from avo import cuda
+from avo.evaluate.loader import load_entry
+
+KERNEL_PY = """
+from avo.cuda import load_module
+
+WIDTH = 3  # avo: tune 1 3
+module = load_module("k.cu", defines={{"WIDTH": WIDTH, "FAST": True}}, options={options})
+
+
+def entry(x):
+    module.launch("scale", 1, 32, (x, x.numel(), 2.0))
+    return x
+"""
+GOOD_CU = """
+extern "C" __global__ void scale(float* x, int n, float factor) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= factor * WIDTH;
+}
+"""
+
+
+def candidate(tmp_path, cu: str = GOOD_CU, options: str = "()", name: str = "k.cu"):
+    (tmp_path / "kernel.py").write_text(KERNEL_PY.format(options=options))
+    (tmp_path / name).write_text(textwrap.dedent(cu))
+    return tmp_path
+
+
+def nvrtc_available() -> bool:
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+        return True
+    except Exception:
+        return False
+
+
+needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (CuPy's libnvrtc) is not available")
+
+
+def test_target_arch_enables_architecture_specific_features_from_hopper_on():
+    assert cuda.target_arch((9, 0)) == "sm_90a"
+    assert cuda.target_arch((10, 0)) == "sm_100a"
+    assert cuda.target_arch((8, 0)) == "sm_80"
+
+
+def test_defines_become_compiler_flags_and_bad_ones_are_refused():
+    assert cuda.define_flags({"BLOCK_M": 128, "EVEN": True, "SCALE": 0.5}) == ("-DBLOCK_M=128", "-DEVEN=1",
+                                                                             "-DSCALE=0.5")
+    with pytest.raises(ValueError, match="not a C identifier"):
+        cuda.define_flags({"1X": 1})
+    with pytest.raises(ValueError, match="one-line"):
+        cuda.define_flags({"X": "1\n#include </etc/passwd>"})
+
+
+def test_import_declares_the_build_without_compiling(tmp_path):
+    folder = candidate(tmp_path)
+    load_entry(folder, "entry")  # no GPU, no NVRTC: nothing is compiled at import
+    (build,) = cuda.declared_builds(folder)
+    assert build.source == folder / "k.cu"
+    assert build.flags == ("-DWIDTH=3", "-DFAST=1")
+
+
+def test_launch_refuses_cpu_tensors_before_compiling(tmp_path):
+    entry = load_entry(candidate(tmp_path, cu="this does not compile"), "entry")
+    with pytest.raises(ValueError, match="CUDA kernels need CUDA tensors"):
+        entry(torch.ones(4))
+
+
+@pytest.mark.parametrize("source,error", [("../k.cu", ValueError), ("missing.cu", cuda.CudaCompileError)])
+def test_source_must_be_a_file_in_the_folder(tmp_path, source, error):
+    (tmp_path / "c").mkdir()
+    folder = candidate(tmp_path / "c")
+    (folder / "kernel.py").write_text(f"from avo.cuda import load_module\nm = load_module({source!r})\n")
+    with pytest.raises(Exception) as info:
+        load_entry(folder, "entry")
+    assert error.__name__ in str(info.value)
+
+
+@pytest.mark.parametrize("options", ['("-arch=sm_80",)', '("-I/usr/include",)', '("-include=/etc/hostname",)'])
+def test_target_and_include_options_are_the_helpers(tmp_path, options):
+    with pytest.raises(Exception, match="ValueError"):
+        load_entry(candidate(tmp_path, options=options), "entry")
+
+
+@pytest.mark.parametrize("line", ['#include "../outside.h"', "#include </etc/hostname>", "#include HEADER",
+                                  '#include "/etc/hostname"'])
+def test_includes_leaving_the_folder_are_refused(tmp_path, line):
+    folder = candidate(tmp_path, cu=f"{line}\n{GOOD_CU}")
+    with pytest.raises(cuda.CudaCompileError, match="k.cu:1: .*an include must name a header in the candidate"):
+        cuda.check_includes(folder)
+
+
+def test_includes_of_local_and_system_headers_are_allowed(tmp_path):
+    folder = candidate(tmp_path, cu=f'#include "sub/util.cuh"\n#include <cuda_fp16.h>\n{GOOD_CU}')
+    (folder / "sub").mkdir()
+    (folder / "sub" / "util.cuh").write_text("#pragma once\n")
+    cuda.check_includes(folder)
+
+
+def test_kernel_arguments_are_converted_to_c_types():
+    assert cuda._kernel_arg(7).dtype == numpy.int32
+    assert cuda._kernel_arg(0.5).dtype == numpy.float32
+    assert cuda._kernel_arg(True).dtype == numpy.bool_
+    assert cuda._kernel_arg(numpy.int64(2**40)) == 2**40
+    with pytest.raises(ValueError, match="numpy.int64"):
+        cuda._kernel_arg(2**40)
+    with pytest.raises(TypeError, match="cannot pass a str"):
+        cuda._kernel_arg("x")
+    with pytest.raises(ValueError, match="positive ints"):
+        cuda._dims((0, 1))
+
+
+def test_trim_log_drops_the_folder_and_keeps_the_first_lines(tmp_path):
+    log = "\n".join(f"{tmp_path}/k.cu({i}): error: bad" for i in range(1000))
+    trimmed = cuda.trim_log(log, tmp_path, limit=200)
+    assert trimmed.startswith("k.cu(0): error: bad")
+    assert str(tmp_path) not in trimmed and trimmed.endswith("more lines)") and len(trimmed) < 260
+
+
+@needs_nvrtc
+def test_nvrtc_compiles_for_hopper_and_caches_by_content(tmp_path):
+    folder = candidate(tmp_path)
+    module = load_entry(folder, "entry").__globals__["module"]
+    cubin = module.compile("sm_90a")
+    assert cubin[:4] == b"\x7fELF"
+    started = time.perf_counter()
+    assert module.compile("sm_90a") is cubin  # cached: same source, headers, options and target
+    assert time.perf_counter() - started < 0.05
+    (folder / "k.cu").write_text(GOOD_CU.replace("factor * WIDTH", "factor + WIDTH"))
+    assert module.compile("sm_90a") is not cubin
+
+
+@needs_nvrtc
+def test_nvrtc_error_is_the_compilers_message(tmp_path):
+    folder = candidate(tmp_path, cu=GOOD_CU + "\nint broken = ;\n")
+    module = load_entry(folder, "entry").__globals__["module"]
+    with pytest.raises(cuda.CudaCompileError) as info:
+        module.compile("sm_90a")
+    message = info.value.message
+    assert message.startswith("k.cu: NVRTC could not compile it for sm_90a:")
+    assert "k.cu(7): error: expected an expression" in message
+    assert "int broken = ;" in message and str(folder) not in message
+
+
+@needs_nvrtc
+def test_name_expressions_instantiate_template_kernels(tmp_path):
+    cu = "template <int N> __global__ void fill(float* x) { x[threadIdx.x] = N; }\n"
+    folder = candidate(tmp_path, cu=cu)
+    (folder / "kernel.py").write_text(
+        "from avo.cuda import load_module\nm = load_module('k.cu', name_expressions=('fill<3>',))\n"
+        "def entry():\n    pass\n")
+    module = load_entry(folder, "entry").__globals__["m"]
+    module.compile("sm_90a")
+    assert module._mapping["fill<3>"].startswith("_Z")
