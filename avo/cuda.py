@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Build", "CudaCompileError", "CudaModule", "declared_builds", "load_module", "target_arch"]
+__all__ = ["Build", "CudaCompileError", "CudaModule", "declared_builds", "load_module", "prepare", "target_arch"]
 
 LOG_LIMIT = 4000
 """Characters of a compiler log kept for the agent (the first errors matter; the rest are usually consequences)."""
@@ -61,13 +61,22 @@ class Build:
     """Options after the base ones: -D defines, then the candidate's own."""
 
 
-_declared: dict[Path, dict[tuple[str, tuple[str, ...]], Build]] = {}
+# Candidate folder -> (source path, flags) of each build load_module declared there. Kept as strings, so a Build
+# object altered after the fact (it is reachable from candidate code) matches nothing here and is refused.
+_declared: dict[Path, dict[tuple[str, tuple[str, ...]], None]] = {}
 _cubins: dict[str, tuple[bytes, dict[str, str]]] = {}
 
 
 def declared_builds(folder: Path) -> list[Build]:
     """The builds kernel.py declared (through load_module) when it was imported in this process."""
-    return list(_declared.get(Path(folder).resolve(), {}).values())
+    folder = Path(folder).resolve()
+    return [Build(Path(source), folder, flags) for source, flags in _declared.get(folder, {})]
+
+
+def _check_declared(build: Build) -> None:
+    if (str(build.source), tuple(build.flags)) not in _declared.get(Path(build.folder), {}):
+        raise CudaCompileError("this module was not made by load_module (or was altered since): build modules "
+                               "with avo.cuda.load_module")
 
 
 def target_arch(capability: tuple[int, int]) -> str:
@@ -108,7 +117,9 @@ def _check_file_includes(path: Path, folder: Path) -> None:
         target = match.group(1).split("//")[0].strip()
         quoted = re.fullmatch(r'"([^"]+)"|<([^>]+)>', target)
         name = (quoted.group(1) or quoted.group(2)) if quoted else None
-        if name is None or name.startswith(("/", "~")) or ".." in Path(name).parts:
+        local = (path.parent / name) if name else None
+        if name is None or name.startswith(("/", "~")) or ".." in Path(name).parts or (
+                local.exists() and not local.resolve().is_relative_to(folder)):  # a link out of the folder
             raise CudaCompileError(f"{path.relative_to(folder)}:{number}: {line.strip()}: an include must name a "
                                    "header in the candidate's folder or a system header by a plain relative name")
 
@@ -130,8 +141,9 @@ def load_module(source: str, *, defines: dict[str, Any] | None = None, options: 
     `defines` become -D options (the way to pass `# avo: tune` knobs); `options` are further NVRTC options (the
     target is chosen here: no -arch); `name_expressions` name template kernels to instantiate, e.g. "tile<128>".
     """
-    caller = sys._getframe(1).f_globals.get("__file__")
-    if not caller:
+    # The caller's code object names the file it was loaded from (a module's __file__ could be reassigned).
+    caller = sys._getframe(1).f_code.co_filename
+    if not caller or caller.startswith("<"):
         raise ValueError("load_module must be called from a module file (kernel.py), which locates the source")
     folder = Path(caller).resolve().parent
     path = (folder / source).resolve()
@@ -145,9 +157,8 @@ def load_module(source: str, *, defines: dict[str, Any] | None = None, options: 
         raise ValueError("include paths and forced includes are set here (the candidate's folder and the CUDA "
                          "headers): leave -I and -include out of `options`")
     flags = define_flags(defines) + tuple(str(o) for o in options)
-    build = Build(path, folder, flags)
-    _declared.setdefault(folder, {})[(str(path), flags)] = build
-    return CudaModule(build, tuple(name_expressions))
+    _declared.setdefault(folder, {})[(str(path), flags)] = None
+    return CudaModule(Build(path, folder, flags), tuple(str(e) for e in name_expressions))
 
 
 class CudaModule:
@@ -172,6 +183,7 @@ class CudaModule:
         from cupy_backends.cuda.libs import nvrtc
 
         build = self.build
+        _check_declared(build)
         check_includes(build.folder)
         text = build.source.read_text()
         digest = hashlib.sha256()
@@ -187,19 +199,20 @@ class CudaModule:
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
                *, shared_mem: int = 0) -> None:
         """Launch kernel `name` on torch's current stream of the tensors' device."""
+        import cupy
         import torch
 
         device = _device_of(args)
         function = self._function(name, device)
-        if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
-            from cupy_backends.cuda.api import driver
-
-            driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
-            self._smem_limits[(device, name)] = shared_mem
         stream = self._stream(device, torch.cuda.current_stream(device).cuda_stream)
-        import cupy
-
         with cupy.cuda.Device(device):
+            if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
+                from cupy_backends.cuda.api import driver
+
+                # Above 48 KiB a kernel must opt in to dynamic shared memory, once per function and size.
+                driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        shared_mem)
+                self._smem_limits[(device, name)] = shared_mem
             function(_dims(grid), _dims(block), tuple(_kernel_arg(a) for a in args), shared_mem=shared_mem,
                      stream=stream)
 
@@ -239,18 +252,41 @@ def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...]
     name = build.source.relative_to(build.folder).as_posix()
     program = nvrtc.createProgram(text, name, [], [])
     try:
-        for expression in name_expressions:
-            nvrtc.addNameExpression(program, expression)
         try:
+            for expression in name_expressions:
+                nvrtc.addNameExpression(program, expression)
             nvrtc.compileProgram(program, list(options))
+            mapping = {e: nvrtc.getLoweredName(program, e) for e in name_expressions}
         except nvrtc.NVRTCError as exc:
             log = trim_log(nvrtc.getProgramLog(program), build.folder) or str(exc)
             arch = next(o.split("=", 1)[1] for o in options if o.startswith("-arch="))
             raise CudaCompileError(f"{name}: NVRTC could not compile it for {arch}:\n{log}") from None
-        mapping = {e: nvrtc.getLoweredName(program, e) for e in name_expressions}
         return nvrtc.getCUBIN(program), mapping
     finally:
         nvrtc.destroyProgram(program)
+
+
+def prepare(device: int = 0) -> None:
+    """Load CuPy and NVRTC, find the CUDA headers and load one trivial module on `device` now. The evaluator calls
+    this before it starts watching a CUDA candidate for new threads and processes, so whatever these libraries
+    start on first use belongs to its baseline rather than to the candidate."""
+    import cupy
+    import torch
+    from cupy.cuda import function as cupy_function
+    from cupy_backends.cuda.libs import nvrtc
+
+    cuda_include_dir()
+    arch = target_arch(torch.cuda.get_device_capability(device))
+    with cupy.cuda.Device(device):
+        program = nvrtc.createProgram('extern "C" __global__ void avo_noop() {}', "noop.cu", [], [])
+        try:
+            nvrtc.compileProgram(program, [f"-arch={arch}"])
+            module = cupy_function.Module()
+            module.load(nvrtc.getCUBIN(program))
+            module.get_function("avo_noop")((1,), (1,), ())
+        finally:
+            nvrtc.destroyProgram(program)
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 @functools.lru_cache(maxsize=1)

@@ -50,9 +50,9 @@ def choose(run, everything: bool) -> list[str]:
     return chosen
 
 
-def target(run, device: str | None, gpu: str | None):
-    """(device, GpuProfile) for today's evaluation: the run's own device unless told otherwise."""
-    from avo.gpus import PROFILES, resolve
+def target(run, device: str | None, gpu: str | None) -> tuple[str, str]:
+    """(device, GPU name) for today's evaluation: the run's own device unless told otherwise."""
+    from avo.gpus import PROFILES
 
     device = device or run.config.device
     if device not in ("cuda", "interpret"):
@@ -60,7 +60,7 @@ def target(run, device: str | None, gpu: str | None):
     if gpu is None:  # under the interpreter, keep the run's GPU label (it only names the compile target)
         recorded = str(run.info().get("gpu", "")).lower()
         gpu = recorded if device == "interpret" and recorded in PROFILES else "auto"
-    return device, resolve(gpu, device)
+    return device, gpu
 
 
 def rebench(run, *, everything: bool = False, device: str | None = None, gpu: str | None = None,
@@ -68,7 +68,10 @@ def rebench(run, *, everything: bool = False, device: str | None = None, gpu: st
     from avo.evaluate.harness import Evaluator
     from avo.tasks import load
 
-    device, profile = target(run, device, gpu)
+    from avo.gpus import resolve
+
+    device, gpu = target(run, device, gpu)
+    profile = resolve(gpu, device)
     load(run.config.kernel)  # an unknown or missing task file fails here, in one line
     cids = choose(run, everything)
     accepted = {c.cid for c in run.lineage.log() if c.accepted}
@@ -126,8 +129,9 @@ def show_rescores(console: Console, run, rows: list[Rescore]) -> None:
             if not r.now.ok:
                 console.print(Text(f"{r.cid} now: {r.now.summary()}", style="red"))
             continue
+        title = f"{r.cid} per case: recorded [{source_of(r.recorded)}] vs now [{source_of(r.now)}]"
         detail = Table("case", "recorded TFLOPS", "now TFLOPS", "now / recorded", "recorded speedup", "now speedup",
-                       title=escape(f"{r.cid} per case: recorded [{source_of(r.recorded)}] vs now [{source_of(r.now)}]"))
+                       title=escape(title))
         for row in cases:
             detail.add_row(*map(escape, row))
         console.print(detail)
@@ -159,17 +163,5 @@ def redrive(run, *, runs_dir: Path, device: str | None, gpu: str | None, quiet: 
         # the recorded turns decide how long the re-drive lasts, not the original budget
         "budget.hours": 24.0 * 365, "budget.max_candidates": None, "budget.max_cost": None,
     })
-    if device is not None:
-        settings["device"] = device
-    if gpu is not None:
-        settings["gpu"] = gpu
-    elif (device or run.config.device) == "interpret":
-        settings["gpu"] = _interpreter_label(run)
+    settings["device"], settings["gpu"] = target(run, device, gpu)
     return evolve(overrides=settings, config_file=None, resume=None, quiet=quiet, out=out)
-
-
-def _interpreter_label(run) -> str:
-    from avo.gpus import PROFILES
-
-    recorded = str(run.info().get("gpu", "")).lower()
-    return recorded if recorded in PROFILES else "auto"

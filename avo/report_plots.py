@@ -75,6 +75,7 @@ def fitness_figure(data, path: Path) -> Path:
         if data.baseline_fitness:
             ax.axhline(data.baseline_fitness, color="#888888", linestyle="--", linewidth=1,
                        label=f"baseline {data.baseline_fitness:.4g}")
+        ax.margins(y=0.15)  # room for the cid labels above the top points
         ax.set_xlabel(label)
         if row == 1:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

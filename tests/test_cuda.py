@@ -165,3 +165,22 @@ def test_name_expressions_instantiate_template_kernels(tmp_path):
     module = load_entry(folder, "entry").__globals__["m"]
     module.compile("sm_90a")
     assert module._mapping["fill<3>"].startswith("_Z")
+
+
+def test_the_folder_comes_from_the_loaded_file_not_from_a_reassigned_file_name(tmp_path):
+    folder = candidate(tmp_path)
+    (folder / "kernel.py").write_text(
+        "__file__ = '/etc/hostname'\nfrom avo.cuda import load_module\nm = load_module('hostname')\n")
+    with pytest.raises(Exception, match="CudaCompileError: hostname: no such file"):
+        load_entry(folder, "entry")
+
+
+def test_a_module_not_made_by_load_module_is_refused(tmp_path):
+    forged = cuda.CudaModule(cuda.Build(tmp_path / "k.cu", tmp_path, ()))
+    with pytest.raises(cuda.CudaCompileError, match="not made by load_module"):
+        forged.compile("sm_90a")
+    (tmp_path / "c").mkdir()
+    module = load_entry(candidate(tmp_path / "c"), "entry").__globals__["module"]
+    object.__setattr__(module.build, "flags", ("-include=/etc/hostname",))
+    with pytest.raises(cuda.CudaCompileError, match="altered"):
+        module.compile("sm_90a")

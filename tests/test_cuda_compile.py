@@ -87,3 +87,18 @@ def test_missing_nvcc_is_the_machines_problem(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     with pytest.raises(CompilerUnavailable, match="nvcc was not found"):
         compile_check(write(tmp_path, "k.cu", "__global__ void k() {}\n"), "sm_90a")
+
+
+def test_outcome_without_a_gpu(tmp_path):
+    from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
+
+    assert not has_cuda_sources(tmp_path)
+    write(tmp_path, "r.cu", RESOURCES_CU)
+    assert has_cuda_sources(tmp_path)
+    status, rule, message = no_gpu_outcome(tmp_path, "sm_90a")
+    assert (status, rule) == ("not_run", "device.no_gpu")
+    assert message.startswith("compiled for sm_90a with nvcc (") and "with_shared: " in message
+    assert "1024 B static shared memory" in message and "none was checked or timed" in message
+    write(tmp_path, "r.cu", RESOURCES_CU + "\nint x = ;\n")
+    status, rule, message = no_gpu_outcome(tmp_path, "sm_90a")
+    assert (status, rule) == ("compile_error", "compile") and "expected an expression" in message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import HAS_GPU
 from replay_runs import gpu_shaped_run
 
 from avo import replay_view
@@ -86,6 +87,12 @@ def test_bad_input_is_one_line_and_exit_2(runs, capsys, args, message):
     code, out, err = avo(capsys, *args, "--runs-dir", runs)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.skipif(HAS_GPU, reason="on a GPU machine this would re-score the run for real")
+def test_rebench_of_a_gpu_run_without_a_gpu_says_what_to_do(runs, capsys):
+    code, _, err = avo(capsys, "replay", "gpu-shaped", "--rebench", "--runs-dir", runs)
+    assert code == 2 and "no NVIDIA GPU found" in err and "--device interpret" in err
 
 
 def test_follow_on_a_stopped_run_prints_it_and_returns(runs, capsys):

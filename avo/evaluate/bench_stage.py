@@ -1,9 +1,11 @@
 """The bench stage of the worker: each bench case checked once, then timed interleaved with the library.
 
-Timed calls run unwatched (no dispatch modes: they would cost time), so they are held to account afterwards: two of
-them per candidate and case (the last and a random one) are checked against the reference on the inputs they were
-given (`check.timed_output`), and work left running on a side stream when the call returned is caught by the
-device-wide synchronize in timing.py (`runtime.side_stream`).
+Timed calls run unwatched (no dispatch modes: they would cost time), so they are held to account around the clock:
+every timed output must be a plain tensor; one timed call drawn at random is checked against the reference on the
+inputs it was given (`check.timed_output`); after timing, one more call on fresh inputs runs watched exactly like a
+check call (poisoned memory, op recorder, type, inputs unchanged, value), so a kernel that behaves only while the
+check suite runs is caught; and work left running on a side stream when a call returned is caught by the device-wide
+synchronize in timing.py (`runtime.side_stream`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ SIDE_STREAM_RELATIVE = 0.05
 SIDE_STREAM_ABSOLUTE_MS = 0.03
 """A candidate's device-busy time past its end event may exceed the library's by this much (5% + 30 µs) at most."""
 LIBRARY = "library"
+AUDIT_CALL = 10**9
+"""Rotation index of the watched call after timing (beyond any timed call's index: its inputs are new)."""
 
 
 class _CandidateRaised(Exception):
@@ -27,25 +31,29 @@ class _CandidateRaised(Exception):
 
 
 class SpotChecks:
-    """Keeps, per candidate, the output of its last timed call and of one timed call drawn at random."""
+    """Per candidate: the first timed output that is not a plain tensor, and one timed call drawn at random."""
 
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
         self.count: dict[str, int] = {}
-        self.last: dict[str, tuple[int, Any]] = {}
         self.sample: dict[str, tuple[int, Any]] = {}
+        self.bad_type: dict[str, tuple[int, Exception]] = {}
 
     def observe(self, name: str, i: int, args: tuple, out: Any) -> None:
+        from avo.evaluate.guards import Rejection, check_output_type
+
         if name == LIBRARY:
             return
+        try:
+            check_output_type(out)
+        except Rejection as exc:
+            self.bad_type.setdefault(name, (i, exc))
         n = self.count[name] = self.count.get(name, 0) + 1
-        self.last[name] = (i, out)
         if self.rng.randrange(n) == 0:
             self.sample[name] = (i, out)
 
     def kept(self, name: str) -> list[tuple[int, Any]]:
-        picks = [p for p in (self.sample.get(name), self.last.get(name)) if p is not None]
-        return list({i: (i, out) for i, out in picks}.values())
+        return [self.sample[name]] if name in self.sample else []
 
 
 def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
@@ -63,13 +71,11 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
         sources = [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci + k, ctx.tensor_device)
                    for k in range(sets)]
         rows = {}
-        case_forbidden = None
+        case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
         for cand in live:
             if merged:
                 rows[cand.index] = next(r for r in cand.result.cases if r.case == case.name)
                 continue
-            if case_forbidden is None:
-                case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
             try:
                 row = check_case(ctx, cand, case, sources[0], case_forbidden, ctx.bench_suite)
             except Verdict as verdict:
@@ -81,7 +87,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
         timed = [c for c in live if c.passing and c.index in rows]
         while timed:
             try:
-                _time_case(ctx, case, timed, rows, sources, seed=ctx.seed + ci)
+                _time_case(ctx, case, timed, rows, sources, case_forbidden, seed=ctx.seed + ci)
                 break
             except _CandidateRaised as raised:
                 cand = next(c for c in timed if c.index == raised.index)
@@ -97,7 +103,8 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
                 cand.finish(Verdict("rejected", exc.rule, exc.message))
 
 
-def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, seed: int) -> None:
+def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forbidden: frozenset[str],
+               seed: int) -> None:
     from avo.evaluate.worker import Verdict
 
     task = ctx.task
@@ -132,15 +139,25 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, seed
                     f"after the library's (the call's own stream took {mine.ms:.3f} ms): work on a side stream must "
                     "be joined to the current stream before returning")))
                 continue
+        if name in spots.bad_type:
+            i, exc = spots.bad_type[name]
+            cand.finish(Verdict("rejected", exc.rule, f"{exc.message} (case {case.name}, timed call {i})"))
+            continue
+        try:
+            audited = _audit_call(ctx, case, cand, rotation, forbidden)
+        except Verdict as verdict:
+            cand.finish(verdict)
+            continue
         row = rows[cand.index]
-        for i, out in spots.kept(name):
+        for i, out in [*spots.kept(name), audited]:
             ref = task.reference(*rotation.rebuild(i))
             try:
                 verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=out.device,
                               tolerance=row.tolerance or task.tolerance(case.dtype), case=case.name)
             except CaseFailure as failure:
+                which = "the call after timing" if i == AUDIT_CALL else f"timed call {i}"
                 cand.failures.append(CaseFailure("check.timed_output", (
-                    f"timed call {i}: {failure.message} (a timed output must match the reference for the inputs "
+                    f"{which}: {failure.message} (a timed output must match the reference for the inputs "
                     "of that call: no caching, no dependence on earlier calls)")))
                 row.correct, row.message = False, cand.failures[-1].message
                 break
@@ -149,6 +166,22 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, seed
         row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
         row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 else None
         row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 else None
+
+
+def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidden: frozenset[str]) -> tuple:
+    """One more call on fresh inputs after the clock stopped, watched like a check call: (index, output)."""
+    from avo.evaluate import guards
+    from avo.evaluate.correctness import checked_call
+    from avo.evaluate.worker import classify
+
+    args = rotation(AUDIT_CALL)
+    before = guards.fingerprint(args)
+    try:
+        out = checked_call(ctx.task, case, cand.entry, args, forbidden, ctx.device)
+        guards.check_inputs_unchanged(before, args)
+    except Exception as exc:
+        raise classify(exc, cand, f"the call after timing on case {case.name}") from None
+    return AUDIT_CALL, out
 
 
 def _release_memory(ctx: Any) -> None:

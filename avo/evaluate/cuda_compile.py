@@ -37,6 +37,26 @@ class CompilerUnavailable(RuntimeError):
     """No nvcc here: the sources could not be checked (the machine's fault, not the candidate's)."""
 
 
+def has_cuda_sources(candidate_dir: Path) -> bool:
+    return any(not any(d in p.parts for d in _SKIP_DIRS) for p in Path(candidate_dir).rglob("*.cu"))
+
+
+def no_gpu_outcome(candidate_dir: Path, arch: str) -> tuple[str, str, str]:
+    """(status, rule, message) for a CUDA candidate where there is no GPU: ("compile_error", "compile", nvcc's
+    messages) if its sources do not compile, else ("not_run", "device.no_gpu", what compiled and that nothing ran)."""
+    try:
+        check = compile_check(candidate_dir, arch)
+    except CompilerUnavailable as exc:
+        return "not_run", "device.no_gpu", f"CUDA kernels need a GPU to run, and {exc}"
+    if not check.ok:
+        return "compile_error", "compile", check.log
+    kernels = "; ".join(f"{name}: {r['registers']} registers, {r['spill_store_bytes']} B spill stores, "
+                        f"{r['static_shared_bytes']} B static shared memory" for name, r in check.resources.items())
+    warnings = f"\n{check.log}" if check.log else ""
+    return ("not_run", "device.no_gpu", f"compiled for {arch} with nvcc ({kernels or 'no kernels'}); CUDA kernels "
+            f"need a GPU to run, so none was checked or timed here{warnings}")
+
+
 def find_nvcc() -> str | None:
     found = shutil.which("nvcc")
     if found:

@@ -27,7 +27,7 @@ __all__ = [
     "forbidden_ops",
 ]
 
-# Ops that move, shape or allocate memory: a kernel wrapper needs them, and none of them computes the answer.
+# Ops that move, shape, allocate or index memory: a kernel wrapper may need them; none of them computes the answer.
 _PLUMBING = frozenset(
     """
     empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like new_ones
@@ -36,6 +36,7 @@ _PLUMBING = frozenset(
     view _unsafe_view view_as reshape expand expand_as as_strided as_strided_ t transpose permute unsqueeze squeeze
     select slice narrow split split_with_sizes chunk unbind unfold flatten movedim _reshape_alias
     is_same_size is_nonzero sym_size sym_stride sym_numel sym_storage_offset record_stream
+    arange linspace repeat repeat_interleave index_select gather cat stack constant_pad_nd pad
     """.split()
 )
 

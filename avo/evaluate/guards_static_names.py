@@ -54,7 +54,9 @@ FORBIDDEN_FUNCTIONS = frozenset(
     """
     os.system os.popen os.fork os.forkpty os.kill os.killpg os.posix_spawn os.posix_spawnp os.execl os.execle
     os.execlp os.execlpe os.execv os.execve os.execvp os.execvpe os.spawnl os.spawnle os.spawnlp os.spawnlpe os.spawnv
-    os.spawnve os.spawnvp os.spawnvpe os.startfile os.register_at_fork os.putenv sys._getframe
+    os.spawnve os.spawnvp os.spawnvpe os.startfile os.register_at_fork os.putenv os.write os.writev os.pwrite
+    os.pwritev os.sendfile os.ftruncate os.lseek os.dup os.dup2 os.fdopen os.close os.closerange os._exit os.abort
+    os.pipe os.mkfifo os.mknod os.setsid os.setpgid os.openpty sys._getframe
     sys._current_frames sys.setprofile sys.settrace sys.addaudithook sys.modules sys.meta_path sys.path_hooks
     torch.load torch._C._set_dispatch_mode torch._C._unset_dispatch_mode torch._C._push_on_torch_dispatch_stack
     torch._C._pop_torch_dispatch_stack torch._C._len_torch_dispatch_stack torch._C._get_dispatch_stack_at
@@ -65,7 +67,8 @@ FORBIDDEN_FUNCTIONS = frozenset(
     numpy.load torch.from_file
     """.split()
 )
-"""Functions that start processes, reach into the interpreter, or tamper with the dispatcher the runtime guard uses."""
+"""Functions that start processes, touch file descriptors the evaluator holds, reach into the interpreter, or tamper
+with the dispatcher the runtime guard uses."""
 
 ESCAPE_ATTRIBUTES = frozenset(
     """

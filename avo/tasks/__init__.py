@@ -22,13 +22,13 @@ def load(spec: str) -> Task:
         from avo.tasks.gemm import GemmTask
 
         return GemmTask()
-    path = Path(spec)
-    if spec.endswith(".py"):
+    path = Path(spec.partition("?")[0])  # `problem.py?baseline=compile`: options after the path
+    if path.suffix == ".py":
         if not path.is_file():
-            raise UserError(f"task file not found: {spec}")
+            raise UserError(f"task file not found: {path}")
         try:
             from avo.tasks.kernelbench import KernelBenchTask
         except ImportError:
             raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
-        return KernelBenchTask(path)
+        return KernelBenchTask.from_spec(spec)
     raise UserError(f"unknown kernel '{spec}': use attention, gemm, or a path to a KernelBench-format .py file")

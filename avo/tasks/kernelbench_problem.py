@@ -178,8 +178,8 @@ class Problem:
         with FlopCounterMode(display=False) as counter, torch.no_grad():
             out = model(*inputs)
         if type(out) is not torch.Tensor:
-            raise UserError(f"{self.path}: Model.forward returns a {type(out).__name__}; avo scores one output "
-                            "tensor per call")
+            kind = f"{type(out).__module__}.{type(out).__qualname__}"
+            raise UserError(f"{self.path}: Model.forward returns a {kind}; avo scores one output tensor per call")
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         params = list(model.parameters()) + list(model.buffers())
         return Measure(

@@ -49,22 +49,25 @@ EXPECTED_CPU = {
     "exec_encoded": ("rejected", "runtime.library_op", "aten.mm"),
     "conv_as_gemm": ("rejected", "runtime.library_op", "aten.convolution"),
     "lying_class": ("rejected", "runtime.output_type", "_Plain"),
+    "forged_verdict": ("rejected", "runtime.file_access", "forged"),
+    # Honest while checked, cheating in the timed calls: timed outputs are type-checked, and one more call after
+    # timing runs watched.
+    "library_when_unwatched": ("rejected", "runtime.library_op", "aten.mm"),
+    "lazy_when_unwatched": ("rejected", "runtime.output_type", "_Deferred"),
     "attention_sdpa_alias": ("rejected", "static.library_call", "kernel.py:5 imports torch.nn.functional"),
     "attention_sdpa_dynamic": ("rejected", "runtime.library_op", "scaled_dot_product"),
     # Honest kernels in the cheats' style: every guard lets them through.
     "honest_tiled": ("correct", None, ""),
     "honest_helpers": ("correct", None, ""),
 }
-# Cheats that behave while watched (the checked calls) and cheat in the timed calls, which run unwatched. They get
-# through today: the worker neither type-checks timed outputs nor records the ops of any timed call.
+# A cheat that detects the op recorder and behaves only while it is active: its outputs are all correct and every
+# watched call is honest. No in-process observer is invisible to in-process code, so this one gets through today.
 GAPS = {
-    "lazy_when_unwatched": ("rejected", "runtime.output_type", "_Deferred",
-                            "timed outputs are spot-checked for values, never for type: the lazy tensor computes "
-                            "when the spot check reads it, after the clock stopped"),
-    "library_when_unwatched": ("rejected", "runtime.library_op", "aten.mm",
-                               "no timed call runs under the op recorder, so cuBLAS in timed calls goes unseen"),
+    "library_when_unobserved": ("rejected", "runtime.library_op", "aten.mm",
+                                "an op recorder (a dispatch mode) can be detected from inside the process; catching "
+                                "this needs an observer outside it (on a GPU: the names of the kernels launched)"),
 }
-TIMED = {"cache_by_shape", "honest_tiled", *GAPS}
+TIMED = {"cache_by_shape", "honest_tiled", "library_when_unwatched", "lazy_when_unwatched", *GAPS}
 """Candidates whose cheat only shows in timed calls: evaluated with the tiny suite timed too."""
 
 
@@ -130,7 +133,7 @@ def test_cheat_gets_its_verdict_on_cpu(cpu_verdicts, name):
 
 
 @pytest.mark.parametrize("name", sorted(GAPS))
-def test_cheat_that_behaves_only_while_watched(cpu_verdicts, name, request):
+def test_cheat_that_hides_from_the_observer(cpu_verdicts, name, request):
     status, rule, phrase, gap = GAPS[name]
     request.applymarker(pytest.mark.xfail(strict=True, reason=f"evaluator gap: {gap}"))
     result = cpu_verdicts[name]

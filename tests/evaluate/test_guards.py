@@ -74,6 +74,7 @@ VIOLATIONS = [
     ("from avo.tasks import gemm\n", "gemm", "static.forbidden_import", 1, "avo.tasks"),
     ("import os\nos.system('nvcc x.cu')\n", "gemm", "static.forbidden_import", 2, "os.system"),
     ("from os import popen\n", "gemm", "static.forbidden_import", 1, "os.popen"),
+    ("import os\nos.write(3, b'{}')\nos._exit(0)\n", "gemm", "static.forbidden_import", 2, "os.write"),
     ("import queue\nT = queue.threading.Thread\n", "gemm", "static.forbidden_import", 2, "threading"),
     ("import importlib\nm = importlib.import_module('sub' + 'process')\n", "gemm", "static.forbidden_import", 2,
      "subprocess"),

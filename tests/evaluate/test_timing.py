@@ -55,14 +55,20 @@ def test_rotation_gives_every_call_new_content_and_rotates_addresses():
     assert all(x.data_ptr() not in {s.data_ptr() for s in sources[0][:2]} for x in rotation(0)[:2])
 
 
-def test_spot_checks_keep_the_last_and_one_random_call_per_candidate():
+def test_spot_checks_keep_one_random_call_and_type_check_every_output():
+    class Lazy(torch.Tensor):
+        pass
+
     spots = SpotChecks(seed=3)
     for i in range(50):
-        spots.observe("candidate0", i, (), f"out{i}")
-        spots.observe("library", i, (), "lib")
-    kept = spots.kept("candidate0")
-    assert (49, "out49") in kept and 1 <= len(kept) <= 2
-    assert spots.kept("library") == []
+        out = torch.zeros(2).as_subclass(Lazy) if i == 30 else torch.zeros(2)
+        spots.observe("candidate0", i, (), out)
+        spots.observe("library", i, (), torch.zeros(2).as_subclass(Lazy))
+    [(i, out)] = spots.kept("candidate0")
+    assert 0 <= i < 50
+    index, rejection = spots.bad_type["candidate0"]
+    assert index == 30 and rejection.rule == "runtime.output_type"
+    assert spots.kept("library") == [] and "library" not in spots.bad_type
 
 
 def test_spot_check_sample_is_spread_over_the_calls():

@@ -1,0 +1,149 @@
+"""The CUDA C++ seeds: they compile with nvcc for Hopper on any machine; on a GPU they compile through NVRTC, are
+correct on the check suite, score `correct` through the evaluator, and are timed against the library."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from avo.evaluate.cuda_compile import compile_check, find_nvcc
+from avo.evaluate.guards import check_static
+from avo.evaluate.loader import load_entry
+from avo.tasks import load, relative_error
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+SEEDS = {
+    ("gemm", "cuda_mma"): {"gemm_bf16", "gemm_fp16", "gemm_bf16_unaligned", "gemm_fp16_unaligned"},
+    ("attention", "cuda_fa"): {"attention_bf16_d64", "attention_bf16_d128", "attention_fp16_d64",
+                               "attention_fp16_d128"},
+}
+TUNE_MARKER = re.compile(r"^([A-Z_]+) = (\S+)  # avo: tune (.+)$", re.M)
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+
+
+def _nvrtc_available() -> bool:
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+        return True
+    except Exception:
+        return False
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc_available(), reason="NVRTC (CuPy's libnvrtc) is not available")
+
+
+def seed_dir(task_name: str, seed: str) -> Path:
+    return KERNELS / task_name / seed
+
+
+@needs_nvcc
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_compiles_for_hopper_without_spills(task_name, seed):
+    folder = seed_dir(task_name, seed)
+    load_entry(folder, load(task_name).entry)  # declares the build with kernel.py's knobs
+    check = compile_check(folder, "sm_90a")
+    assert check.ok, check.log
+    assert set(check.resources) == SEEDS[(task_name, seed)]
+    for name, facts in check.resources.items():
+        assert 0 < facts["registers"] <= 255, name
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_compiles_with_nvrtc_for_hopper(task_name, seed):
+    module = load_entry(seed_dir(task_name, seed), load(task_name).entry).__globals__["_module"]
+    assert module.compile("sm_90a")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_knobs_reach_the_compiler(task_name, seed):
+    folder = seed_dir(task_name, seed)
+    knobs = TUNE_MARKER.findall((folder / "kernel.py").read_text())
+    assert knobs
+    module = load_entry(folder, load(task_name).entry).__globals__["_module"]
+    for name, default, choices in knobs:
+        assert default in choices.split(), name
+        assert f"-D{name}={default}" in module.build.flags, name
+
+
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_passes_the_static_guard(task_name, seed):
+    check_static(seed_dir(task_name, seed), task_name)
+
+
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_refuses_cpu_tensors(task_name, seed):
+    task = load(task_name)
+    entry = load_entry(seed_dir(task_name, seed), task.entry)
+    with pytest.raises(ValueError, match="CUDA kernels need CUDA tensors"):
+        task.call(entry, task.make_inputs(task.cases("check")[0], 0, "cpu"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_is_correct_on_gpu(task_name, seed):
+    pytest.importorskip("cupy")
+    from avo.evaluate.correctness import poison_cuda_cache
+
+    task = load(task_name)
+    entry = load_entry(seed_dir(task_name, seed), task.entry)
+    bench = task.cases("bench")
+    for i, case in enumerate(task.cases("check") + [min(bench, key=task.flops)]):
+        inputs = task.make_inputs(case, 100 + i, "cuda")
+        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        shape, dtype = task.output_like(case, inputs)
+        poison_cuda_cache(tuple(shape), dtype)  # an element the kernel never writes reads back as NaN
+        out = task.call(entry, inputs)
+        torch.cuda.synchronize()
+        assert tuple(out.shape) == shape and out.dtype == getattr(torch, dtype) and out.is_contiguous(), case.name
+        err = relative_error(out, task.reference(*inputs))
+        assert err <= task.tolerance(case.dtype), f"{case.name}: relative error {err:.3g}"
+        for x, y in zip(inputs, before):
+            assert not isinstance(x, torch.Tensor) or torch.equal(x, y), f"{case.name}: an input changed"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_is_correct_through_the_evaluator(task_name, seed):
+    pytest.importorskip("cupy")
+    from avo.config import EvalConfig
+    from avo.evaluate.harness import Evaluator
+    from avo.gpus import detect
+
+    gpu = detect()
+    if gpu is None:
+        pytest.skip("this GPU has no avo profile")
+    result = Evaluator(task_name, device="cuda", gpu=gpu, config=EvalConfig(bench_suite="")).evaluate(
+        seed_dir(task_name, seed))
+    assert result.status == "correct", f"{result.status} ({result.rule}): {result.message}"
+    assert len(result.cases) == len(load(task_name).cases("check"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name,seed", list(SEEDS))
+def test_seed_bench_case_against_the_library(task_name, seed, capsys):
+    pytest.importorskip("cupy")
+    from triton.testing import do_bench
+
+    task = load(task_name)
+    entry = load_entry(seed_dir(task_name, seed), task.entry)
+    case = task.cases("bench")[0]
+    inputs = task.make_inputs(case, 7, "cuda")
+    out = task.call(entry, inputs)
+    err = relative_error(out, task.reference(*inputs))
+    assert err <= task.tolerance(case.dtype), f"{case.name}: relative error {err:.3g}"
+    ms = do_bench(lambda: task.call(entry, inputs), warmup=50, rep=300)
+    library_ms = do_bench(lambda: task.library(*inputs), warmup=50, rep=300)
+    tflops = task.flops(case) / ms / 1e9
+    library_tflops = task.flops(case) / library_ms / 1e9
+    with capsys.disabled():
+        print(f"\n{task_name}/{seed} {case.name} on {torch.cuda.get_device_name()}: {tflops:.0f} TFLOPS "
+              f"({ms:.3f} ms); {task.library_name()} {library_tflops:.0f} TFLOPS ({library_ms:.3f} ms); "
+              f"{library_ms / ms:.2f}x the library")
+    assert 0 < ms and 0 < library_ms
