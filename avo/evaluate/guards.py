@@ -119,8 +119,8 @@ def _reject_library_ops(seen: set[str], forbidden: frozenset[str]) -> None:
     used = sorted(seen & forbidden)
     if used:
         ops = ", ".join(f"aten.{op}" for op in used)
-        raise Rejection("runtime.library_op",
-                        f"the call dispatched {ops}, a compute op of the task's reference; compute it in your own kernel")
+        raise Rejection("runtime.library_op", f"the call dispatched {ops}, a compute op of the task's reference; "
+                                              "compute it in your own kernel")
 
 
 def check_output_type(out: Any) -> None:

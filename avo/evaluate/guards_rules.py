@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 RULES: dict[str, str] = {
-    "static.library_call": "calls the task's reference or library path (cuBLAS, cuDNN, SDPA, softmax, @) however spelled",
+    "static.library_call": "calls the task's reference or library path (cuBLAS, cuDNN, SDPA, softmax, @), however "
+    "spelled",
     "static.forbidden_import": "imports a module a kernel has no business with (processes, sockets, ctypes, threads, "
     "pickle, the evaluator) or reaches modules by a computed name",
     "static.file_access": "reads or writes a path outside the candidate's folder",

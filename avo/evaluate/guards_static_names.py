@@ -5,7 +5,8 @@ from __future__ import annotations
 _MATMUL = frozenset(
     """
     matmul mm bmm linear einsum addmm baddbmm addbmm tensordot chain_matmul multi_dot inner dot vdot mv addmv outer ger
-    kron addmm_ baddbmm_ addbmm_ _scaled_mm _int_mm _addmm_activation __matmul__ __rmatmul__ __imatmul__ imatmul conv1d conv2d conv3d
+    kron addmm_ baddbmm_ addbmm_ _scaled_mm _int_mm _addmm_activation __matmul__ __rmatmul__ __imatmul__ imatmul
+    conv1d conv2d conv3d
     convolution _convolution conv_transpose1d conv_transpose2d conv_transpose3d bilinear Linear Bilinear LazyLinear
     Conv1d Conv2d Conv3d cublas cublasLt cublaslt gemm gemv cutlass_gemm
     """.split()

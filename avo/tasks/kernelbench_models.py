@@ -72,7 +72,7 @@ def perturb_constant_parameters(model: Any, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, p in sorted(model.named_parameters()):
-            if not p.is_floating_point() or p.numel() < 2:
+            if not p.is_floating_point() or p.numel() < 2 or p.is_meta:  # meta: shapes only, nothing to perturb
                 continue
             first = p.detach().reshape(-1)[0]
             if bool((p == first).all()):
@@ -144,6 +144,9 @@ def first_run(variant: Variant, inputs: tuple) -> Any:
     outside any evaluation stage.) Returns the output."""
     import torch
 
+    if any(isinstance(x, torch.Tensor) and x.is_meta for x in inputs):
+        variant.mutates_inputs = False  # shapes only (compile introspection): nothing to run or compare
+        return None
     copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
     fn = variant.compiled if variant.compiled is not None and not dispatch_mode_active() else variant.library_model
     out = fn(*copies)  # grad mode as in the timed calls, so torch.compile's guards match them (nothing needs grad)
