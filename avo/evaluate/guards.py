@@ -70,22 +70,25 @@ def _op_name(func: Any) -> str:
     return name
 
 
-def _recording_mode(seen: set[str]):
+def _recording_mode(seen: set[str], *, skip_pointwise: bool = False):
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.add(_op_name(func))
+            if not (skip_pointwise and torch.Tag.pointwise in getattr(func, "tags", ())):
+                seen.add(_op_name(func))
             return func(*args, **(kwargs or {}))
 
     return _Record()
 
 
 def forbidden_ops(reference_fn: Callable[[], Any]) -> frozenset[str]:
-    """The aten compute ops `reference_fn` dispatches (overload-packet names such as 'mm'), minus memory plumbing,
-    widened to every op of the same family."""
+    """The aten compute ops `reference_fn` dispatches (overload-packet names such as 'mm'), minus memory plumbing
+    and pointwise ops (a wrapper may scale or mask on the host; that is not the library path), widened to every op
+    of the same family."""
     seen: set[str] = set()
-    with _recording_mode(seen):
+    with _recording_mode(seen, skip_pointwise=True):
         reference_fn()
     compute = {op for op in seen if op.rstrip("_") not in _PLUMBING and op not in _PLUMBING}
     for family in _FAMILIES:

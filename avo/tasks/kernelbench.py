@@ -153,10 +153,14 @@ class KernelBenchTask:
     # -- inputs and models --------------------------------------------------------------------------------------
     def _variant(self, sizes: dict[str, int], cast: Any, device: str) -> Variant:
         key = (tuple(sorted(sizes.items())), str(cast), device)
-        if key not in self._variants:
-            self._variants[key] = build_variant(self.problem, sizes, cast, device,
-                                                compile_library=self.baseline == "compile")
-        return self._variants[key]
+        if key in self._variants:
+            return self._variants[key]
+        variant = build_variant(self.problem, sizes, cast, device, compile_library=self.baseline == "compile")
+        held = {t.device.type for t in [*variant.library_model.parameters(), *variant.library_model.buffers()]}
+        # Not cached when built for shapes only (compile introspection redirects factories to meta or fakes them).
+        if held <= {device} and not dispatch_mode_active():
+            self._variants[key] = variant
+        return variant
 
     def _variant_of(self, inputs: tuple) -> Variant:
         import torch
@@ -188,7 +192,8 @@ class KernelBenchTask:
             torch.manual_seed(seed)
             raw = self.problem.call_file("get_inputs", sizes)
         inputs = tuple(cast_input(x.detach().to(device), cast) if isinstance(x, torch.Tensor) else x for x in raw)
-        self._by_signature[(signature(inputs), device)] = variant
+        landed = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), device)
+        self._by_signature[(signature(inputs), landed)] = variant
         if variant.mutates_inputs is None:
             out = first_run(variant, inputs)
             if measured is None:

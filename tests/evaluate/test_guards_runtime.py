@@ -65,6 +65,19 @@ def test_call_watched_rejects_even_when_the_call_then_raises():
         guards.call_watched(cheat, forbidden)
 
 
+def test_pointwise_host_code_is_allowed_but_the_reference_heavy_ops_are_not():
+    from avo.tasks import load
+
+    task = load("attention")
+    q, k, v, causal, scale = task.make_inputs(task.cases("tiny")[0], 0, "cpu")
+    forbidden = guards.forbidden_ops(lambda: task.reference(q, k, v, causal, scale))
+    assert {"_softmax", "bmm", "mm", "scaled_dot_product_attention"} <= forbidden
+    assert not forbidden & {"mul", "masked_fill", "exp", "gt"}
+    guards.call_watched(lambda: (q * scale).masked_fill(q > 3, 0.0).exp(), forbidden)
+    with pytest.raises(Rejection):
+        guards.call_watched(lambda: torch.softmax(q.float() @ k.float().transpose(-1, -2), -1), forbidden)
+
+
 def test_call_watched_passes_plumbing_and_returns_the_output():
     a, b = _inputs()
     forbidden = guards.forbidden_ops(lambda: torch.matmul(a, b))
