@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 DPI = 100
 STATUS_COLOR = {"correct": "#2b8cbe", "incorrect": "#e6550d", "compile_error": "#756bb1", "timeout": "#d6a300",
-                "crash": "#636363", "rejected": "#de2d26"}
+                "crash": "#636363", "rejected": "#de2d26", "not_run": "#9e9ac8"}
 ACCEPTED_COLOR = "#31a354"
 
 

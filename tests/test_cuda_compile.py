@@ -102,3 +102,25 @@ def test_outcome_without_a_gpu(tmp_path):
     write(tmp_path, "r.cu", RESOURCES_CU + "\nint x = ;\n")
     status, rule, message = no_gpu_outcome(tmp_path, "sm_90a")
     assert (status, rule) == ("compile_error", "compile") and "expected an expression" in message
+
+
+def test_the_evaluator_compiles_cuda_candidates_without_a_gpu_and_says_it_ran_nothing(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from avo.evaluate.harness import Evaluator
+    from avo.gpus import PROFILES
+
+    evaluator = Evaluator("gemm", device="interpret", gpu=PROFILES["h200"])
+    seed = Path(__file__).resolve().parents[1] / "kernels" / "gemm" / "cuda_mma"
+    good = evaluator.evaluate(seed)
+    assert (good.status, good.rule) == ("not_run", "device.no_gpu")
+    assert "compiled for sm_90a" in good.message and good.fitness == 0.0
+
+    broken = tmp_path / "broken"
+    shutil.copytree(seed, broken)
+    source = next(broken.glob("*.cu"))
+    source.write_text(source.read_text() + "\nint broken( {\n")
+    bad = evaluator.evaluate(broken)
+    assert (bad.status, bad.rule) == ("compile_error", "compile")
+    assert "error" in bad.message and "gemm.cu" in bad.message

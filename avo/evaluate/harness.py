@@ -94,10 +94,16 @@ class Evaluator:
             (tmp_path / "progress").touch()
             workdir = tmp_path / "cwd"
             workdir.mkdir()
+            env = scrubbed_env(self.device)
+            # A temp folder of this evaluation's own (nothing a candidate leaves there outlives it), and bytecode
+            # never read from the candidate's folder: a planted __pycache__/*.pyc would bypass the static guards.
+            (tmp_path / "tmp").mkdir()
+            env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"),
+                       PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"), PYTHONDONTWRITEBYTECODE="1")
             with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],
-                    cwd=workdir, env=scrubbed_env(self.device), stdin=subprocess.PIPE, stdout=out, stderr=err,
+                    cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
                     start_new_session=True,
                 )
                 # A secret the worker reads before any candidate code runs and signs its result with: a result file

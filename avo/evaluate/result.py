@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Status = Literal["correct", "incorrect", "compile_error", "timeout", "crash", "rejected"]
+Status = Literal["correct", "incorrect", "compile_error", "timeout", "crash", "rejected", "not_run"]
+"""`not_run`: compiled, but nothing could run here (CUDA sources without a GPU)."""
 TimingSource = Literal["gpu", "interpreter", "none"]
 
 

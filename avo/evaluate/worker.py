@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from avo.evaluate import timing  # noqa: F401  (binds the clock before any candidate code runs)
+from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
 from avo.evaluate.correctness import CaseFailure, checked_call, poison_allocations, verify_output
 from avo.evaluate.loader import CandidateLoadError, load_entry, trimmed_traceback
 from avo.evaluate.result import CaseResult, EvalResult
@@ -87,6 +88,10 @@ def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
 
     if isinstance(exc, Rejection):
         return Verdict("rejected", exc.rule, exc.message)
+    from avo.cuda import CudaCompileError
+
+    if isinstance(exc, CudaCompileError):
+        return Verdict("compile_error", "compile", exc.message)
     name = type(exc).__name__
     if type(exc).__module__.startswith("triton") and ("Compil" in name or "OutOfResources" in name):
         message = trimmed_traceback(exc, candidate.path, f"{doing}: Triton compile failed")
@@ -98,8 +103,13 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
     from avo.evaluate import guards
 
     ctx.progress.mark("static", who=cand.index)
+    cuda_sources = has_cuda_sources(cand.path)
     with _stage(cand, "static"):
         guards.check_static(cand.path, ctx.task.name)
+        if cuda_sources and ctx.device == "cuda":
+            from avo.cuda import prepare
+
+            prepare(0)  # CuPy/NVRTC start-up (threads, lazy bindings) happens before the Sentinel's snapshot
         cand.sentinel = guards.Sentinel(cand.path)
     ctx.progress.mark("import", who=cand.index)
     with _stage(cand, "import"):
@@ -108,6 +118,8 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         except CandidateLoadError as exc:
             raise Verdict("compile_error", exc.rule, exc.message) from None
         cand.sentinel.verify("import")
+        if cuda_sources and ctx.device != "cuda":
+            raise Verdict(*no_gpu_outcome(cand.path, ctx.gpu.arch))
 
 
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:

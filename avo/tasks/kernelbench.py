@@ -20,7 +20,7 @@ from typing import Any
 from avo.errors import UserError
 from avo.tasks.base import Case
 from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, exact_float32,
-                                          first_run, rng_devices)
+                                          first_run, measure_run, rng_devices)
 from avo.tasks.kernelbench_problem import Measure, Problem, cast_input, downsized, second_sizes, signature
 
 # Relative-norm bounds. Measured on CPU against float64 (512x4096 @ 4096x1024 + bias + ReLU, a 3x3 conv + batch
@@ -197,7 +197,7 @@ class KernelBenchTask:
         if variant.mutates_inputs is None:
             out = first_run(variant, inputs)
             if measured is None:
-                variant.measured = _measure_run(variant, inputs, out)
+                variant.measured = measure_run(variant, inputs, out)
         return inputs
 
     def call(self, entry, inputs: tuple):
@@ -306,24 +306,6 @@ class KernelBenchTask:
         others = [p for p in folder.rglob("*") if p.is_file() and p != kernel and "__pycache__" not in p.parts
                   and p.suffix not in (".md", ".txt", ".json")]
         return not others
-
-
-def _measure_run(variant: Variant, inputs: tuple, out: Any) -> Measure:
-    """A Measure from a real run, for a model the meta device cannot run (FLOPs counted on the library)."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        variant.library_model(*copies)
-    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-    params = [*variant.library_model.parameters(), *variant.library_model.buffers()]
-    return Measure(signature=signature(inputs), output_shape=tuple(out.shape),
-                   output_dtype=str(out.dtype).removeprefix("torch."), flops=float(counter.get_total_flops()),
-                   input_bytes=sum(x.numel() * x.element_size() for x in tensors),
-                   output_bytes=out.numel() * out.element_size(),
-                   param_bytes=sum(p.numel() * p.element_size() for p in params),
-                   elements=sum(x.numel() for x in tensors) + out.numel() + sum(p.numel() for p in params))
 
 
 def _gib(n: float) -> str:

@@ -13,6 +13,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from avo.tasks.kernelbench_problem import Measure, signature
+
 PARAM_SEED = 0
 NOISE = 0.1
 """Relative size of the noise added to a constant parameter."""
@@ -172,3 +174,22 @@ def bind(variant: Variant, entry: Any) -> Any:
         freeze(model)
     variant.bound[entry] = model
     return model
+
+
+def measure_run(variant: Variant, inputs: tuple, out: Any) -> Measure:
+    """A Measure from a real run, for a model the meta device cannot run (FLOPs counted on the library)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        variant.library_model(*copies)
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    params = [*variant.library_model.parameters(), *variant.library_model.buffers()]
+    return Measure(signature=signature(inputs), output_shape=tuple(out.shape),
+                   output_dtype=str(out.dtype).removeprefix("torch."), flops=float(counter.get_total_flops()),
+                   input_bytes=sum(x.numel() * x.element_size() for x in tensors),
+                   output_bytes=out.numel() * out.element_size(),
+                   param_bytes=sum(p.numel() * p.element_size() for p in params),
+                   elements=sum(x.numel() for x in tensors) + out.numel() + sum(p.numel() for p in params))
+
