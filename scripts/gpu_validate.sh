@@ -19,7 +19,8 @@ step_setup() {
 step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
 
 step_tests() {
-  python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -25
+  timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=15 ${TESTS:-} 2>&1 \
+    | tee "$OUT/pytest_gpu.txt" | tail -40
 }
 
 # Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
@@ -53,7 +54,7 @@ PY
 # Spread of fitness when one kernel is benched five times (separate processes).
 step_cv() {
   : > "$OUT/cv.txt"
-  for seed in gemm/triton_tiled attention/triton_fa2; do
+  for seed in ${CV_SEEDS:-gemm/triton_tiled}; do
     for i in 1 2 3 4 5; do
       avo bench "kernels/$seed" --kernel "${seed%%/*}" --json 2>/dev/null \
         | python3 -c "import json,sys; print('$seed', json.load(sys.stdin)['fitness'])" >> "$OUT/cv.txt"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import HAS_GPU
+import torch
 from replay_runs import gpu_shaped_run
 
 from avo import replay_view
@@ -11,6 +11,8 @@ from avo.cli import main
 from avo.config import RunConfig
 from avo.replay import Timeline, build
 from avo.run import Run
+
+HAS_GPU = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,9 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
             from avo.cuda import prepare
 
             prepare(0)  # CuPy/NVRTC start-up (threads, lazy bindings) happens before the Sentinel's snapshot
-        cand.sentinel = guards.Sentinel(cand.path)
+        # The working directory is this evaluation's own (the harness makes a fresh one); Triton's launcher build
+        # writes its C source there on some versions.
+        cand.sentinel = guards.Sentinel(cand.path, allowed_dirs=(Path.cwd(),))
     ctx.progress.mark("import", who=cand.index)
     with _stage(cand, "import"):
         try:

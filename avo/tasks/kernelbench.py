@@ -21,7 +21,8 @@ from avo.errors import UserError
 from avo.tasks.base import Case
 from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, exact_float32,
                                           first_run, measure_run, rng_devices)
-from avo.tasks.kernelbench_problem import Measure, Problem, cast_input, downsized, second_sizes, signature
+from avo.tasks.kernelbench_problem import (Measure, Problem, cast_input, downsized, format_size, second_sizes,
+                                           signature)
 
 # Relative-norm bounds. Measured on CPU against float64 (512x4096 @ 4096x1024 + bias + ReLU, a 3x3 conv + batch
 # norm, layer norm, softmax): fp32 exact ~2e-7; TF32 or fp16 arithmetic 2e-4..3e-4; bf16 arithmetic 1.7e-3..2.3e-3.
@@ -64,6 +65,21 @@ def absolute_spec(spec: str) -> str:
     return str(path.resolve()) + (f"?{query}" if query else "")
 
 
+def with_options(spec: str, **options: str | None) -> str:
+    """`spec` made absolute with options set (None leaves one as it is): how a CLI flag such as `--baseline
+    compile` becomes part of the task spec that travels to the evaluator and the profiler."""
+    path, current = parse_spec(spec)
+    given = {k: v for k, v in options.items() if v is not None}
+    if path.suffix != ".py":  # a built-in task: left as it is
+        if given:
+            flags = ", ".join(f"--{k}" for k in given)
+            raise UserError(f"{flags} applies to KernelBench-format .py tasks only, not '{spec}'")
+        return spec
+    query = "&".join(f"{k}={v}" for k, v in given.items())
+    _, checked = parse_spec(f"{path}?{query}")
+    return absolute_spec(f"{path}?" + "&".join(f"{k}={v}" for k, v in {**current, **checked}.items()))
+
+
 def cache_root() -> Path:
     if os.environ.get("AVO_CACHE_DIR"):
         return Path(os.environ["AVO_CACHE_DIR"]).expanduser()
@@ -101,14 +117,14 @@ class KernelBenchTask:
 
     # -- suites -------------------------------------------------------------------------------------------------
     def _measure(self, sizes: dict[str, int], cast: Any) -> Measure | None:
-        key = (tuple(sorted(sizes.items())), str(cast))
+        key = (tuple(sorted(sizes.items())), cast)
         if key not in self._measures:
             self._measures[key] = self.problem.try_measure(sizes, cast)
         return self._measures[key]
 
     def _case(self, sizes: dict[str, int], cast: Any, draw: int = 1) -> Case:
         measured = self._measure(sizes, cast)
-        label = ",".join(f"{k}={v}" for k, v in sizes.items()) or "file sizes"
+        label = ",".join(f"{k}={format_size(v)}" for k, v in sizes.items()) or "file sizes"
         if cast is not self.cast:
             label += "_" + {"float16": "fp16", "float32": "fp32"}.get(str(cast).removeprefix("torch."), str(cast))
         name = label + (f"#{draw}" if draw > 1 else "")
@@ -128,7 +144,8 @@ class KernelBenchTask:
         main = dict(self.problem.file_sizes)
         self.meta_ok = self._measure(main, self.cast) is not None
         if not self.meta_ok:  # a model the meta device cannot run: the file's own size only, measured for real
-            self.problem.call_file("get_init_inputs", main)  # its errors, at least, are reported now
+            with torch.random.fork_rng(devices=[]):
+                self.problem.init_inputs(main, seed=0)  # its errors, at least, are reported now
             only = [self._case(main, self.cast, d) for d in range(1, CHECK_DRAWS + 1)]
             return {"check": only, "bench": only[:1], "tiny": only[:2]}
         check = [self._case(main, self.cast, d) for d in range(1, CHECK_DRAWS + 1)]
@@ -152,7 +169,7 @@ class KernelBenchTask:
 
     # -- inputs and models --------------------------------------------------------------------------------------
     def _variant(self, sizes: dict[str, int], cast: Any, device: str) -> Variant:
-        key = (tuple(sorted(sizes.items())), str(cast), device)
+        key = (tuple(sorted(sizes.items())), cast, device)
         if key in self._variants:
             return self._variants[key]
         variant = build_variant(self.problem, sizes, cast, device, compile_library=self.baseline == "compile")
@@ -172,7 +189,7 @@ class KernelBenchTask:
             return found
         for (sizes, cast), measured in self._measures.items():
             if measured is not None and measured.signature == sig:
-                variant = self._variant(dict(sizes), getattr(torch, cast.removeprefix("torch."), None), device)
+                variant = self._variant(dict(sizes), cast, device)
                 self._by_signature[(sig, device)] = variant
                 return variant
         raise ValueError(f"{self.name}: inputs {sig} do not match any case of this task (make them with make_inputs)")

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from avo.tasks.kernelbench_problem import Measure, signature
+from avo.tasks.kernelbench_problem import Measure, measure_of
 
 PARAM_SEED = 0
 NOISE = 0.1
@@ -125,16 +125,17 @@ def build_variant(problem: Any, sizes: dict[str, int], cast: Any, device: str, *
 
     cls = problem.module.Model
     with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
-        library_model = problem.build(cls, sizes, PARAM_SEED).to(device)
+        init_inputs = problem.init_inputs(sizes, PARAM_SEED)
+        library_model = problem.build(cls, init_inputs, PARAM_SEED).to(device)
         perturb_constant_parameters(library_model, PARAM_SEED)
         if cast is not None:
             library_model = library_model.to(cast)
-        reference_model = problem.build(cls, sizes, PARAM_SEED).to(device)
+        reference_model = problem.build(cls, init_inputs, PARAM_SEED).to(device)
     reference_model.load_state_dict(library_model.state_dict())
     dtypes = [t.dtype for t in [*library_model.parameters(), *library_model.buffers()]]
     compute = compute_dtype(device, dtypes)
     reference_model = reference_model.to(compute)
-    variant = Variant(sizes=sizes, cast=cast, device=device, init_inputs=problem.call_file("get_init_inputs", sizes),
+    variant = Variant(sizes=sizes, cast=cast, device=device, init_inputs=init_inputs,
                       library_model=freeze(library_model), reference_model=freeze(reference_model), compute=compute)
     if compile_library:
         variant.compiled = torch.compile(variant.library_model, dynamic=False)
@@ -184,12 +185,4 @@ def measure_run(variant: Variant, inputs: tuple, out: Any) -> Measure:
     copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         variant.library_model(*copies)
-    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-    params = [*variant.library_model.parameters(), *variant.library_model.buffers()]
-    return Measure(signature=signature(inputs), output_shape=tuple(out.shape),
-                   output_dtype=str(out.dtype).removeprefix("torch."), flops=float(counter.get_total_flops()),
-                   input_bytes=sum(x.numel() * x.element_size() for x in tensors),
-                   output_bytes=out.numel() * out.element_size(),
-                   param_bytes=sum(p.numel() * p.element_size() for p in params),
-                   elements=sum(x.numel() for x in tensors) + out.numel() + sum(p.numel() for p in params))
-
+    return measure_of(inputs, out, variant.library_model, float(counter.get_total_flops()))

@@ -10,6 +10,7 @@ bytes, no memory), so a size that breaks the model is never offered.
 from __future__ import annotations
 
 import contextlib
+import dis
 import importlib.util
 import itertools
 import re
@@ -62,37 +63,57 @@ def import_problem(path: Path) -> types.ModuleType:
 
 
 def _names_read(code: types.CodeType) -> list[str]:
-    """Global names a function reads, in order of first use, including those of nested functions."""
-    seen: dict[str, None] = dict.fromkeys(code.co_names)
+    """Global names a function reads (not attributes: `self.dim` is not `dim`), in order of first use, including
+    those of nested functions."""
+    seen: dict[str, None] = dict.fromkeys(
+        ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             seen.update(dict.fromkeys(_names_read(const)))
     return list(seen)
 
 
-def _class_names(cls: type) -> set[str]:
+def _names_read_by_model(module: types.ModuleType) -> set[str]:
+    """Global names Model's code reads, following the file's own functions and classes it uses."""
     names: set[str] = set()
-    for klass in cls.__mro__:
-        if klass.__module__.startswith("torch"):
-            break
-        for value in vars(klass).values():
-            fn = getattr(value, "__func__", value)
-            if isinstance(fn, types.FunctionType):
-                names.update(_names_read(fn.__code__))
+    pending: list[Any] = [module.Model]
+    seen: set[int] = set()
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        codes = []
+        if isinstance(obj, type):
+            for klass in obj.__mro__:
+                if klass.__module__ != module.__name__:
+                    continue
+                for value in vars(klass).values():
+                    fn = getattr(value, "__func__", value)
+                    if isinstance(fn, types.FunctionType):
+                        codes.append(fn.__code__)
+        elif isinstance(obj, types.FunctionType):
+            codes.append(obj.__code__)
+        for code in codes:
+            for name in _names_read(code):
+                names.add(name)
+                value = vars(module).get(name)
+                if getattr(value, "__module__", None) == module.__name__:
+                    pending.append(value)
     return names
 
 
 def find_knobs(module: types.ModuleType) -> list[str]:
     """Size constants the file's get_inputs/get_init_inputs read and Model's code does not."""
     def is_size(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 2
+        return knob_size(value) >= 2
 
     by_inputs = _names_read(module.get_inputs.__code__) if hasattr(module.get_inputs, "__code__") else []
     by_init = _names_read(module.get_init_inputs.__code__) if hasattr(module.get_init_inputs, "__code__") else []
-    frozen = _class_names(module.Model)
+    frozen = _names_read_by_model(module)
     knobs = [n for n in by_inputs if is_size(vars(module).get(n)) and n not in frozen]
     knobs += [n for n in by_init if n not in knobs and n not in frozen and is_size(vars(module).get(n))
-              and vars(module)[n] >= INIT_ONLY_KNOB_MIN]
+              and knob_size(vars(module)[n]) >= INIT_ONLY_KNOB_MIN]
     return knobs
 
 
@@ -109,6 +130,19 @@ class Measure:
     param_bytes: int
     elements: int
     """Input, output and parameter elements together: what the interpreter has to chew through."""
+
+
+def measure_of(inputs: tuple, out: Any, model: Any, flops: float) -> Measure:
+    import torch
+
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    params = [*model.parameters(), *model.buffers()]
+    return Measure(
+        signature=signature(inputs), output_shape=tuple(out.shape), output_dtype=str(out.dtype).removeprefix("torch."),
+        flops=flops, input_bytes=sum(x.numel() * x.element_size() for x in tensors),
+        output_bytes=out.numel() * out.element_size(), param_bytes=sum(p.numel() * p.element_size() for p in params),
+        elements=sum(x.numel() for x in tensors) + out.numel() + sum(p.numel() for p in params),
+    )
 
 
 def cast_input(x: Any, dtype: Any) -> Any:
@@ -157,22 +191,28 @@ class Problem:
             raise UserError(f"{self.path}: {fn}() returned a {type(values).__name__}, not a list")
         return list(values)
 
-    def build(self, cls: type, sizes: dict[str, int], seed: int) -> Any:
-        """`cls(*get_init_inputs())` with torch's RNG seeded, so two builds hold the same parameters."""
+    def init_inputs(self, sizes: dict[str, int], seed: int) -> list:
+        """get_init_inputs() with torch's RNG seeded (should it draw tensors, every build gets the same)."""
         import torch
 
-        init = self.call_file("get_init_inputs", sizes)
         torch.manual_seed(seed)
-        return cls(*init)
+        return self.call_file("get_init_inputs", sizes)
+
+    def build(self, cls: type, init_inputs: list, seed: int) -> Any:
+        """`cls(*init_inputs)` with torch's RNG seeded, so two builds hold the same parameters."""
+        import torch
+
+        torch.manual_seed(seed)
+        return cls(*init_inputs)
 
     def measure(self, sizes: dict[str, int], dtype: Any) -> Measure:
         """Run the model once on the meta device; raises (any exception) if this size does not work."""
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
             inputs = tuple(cast_input(x, dtype) for x in self.call_file("get_inputs", sizes))
-            model = self.build(self.module.Model, sizes, seed=0)
+            model = self.build(self.module.Model, self.init_inputs(sizes, seed=0), seed=0)
         if dtype is not None:
             model = model.to(dtype)
         with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -180,15 +220,7 @@ class Problem:
         if type(out) is not torch.Tensor:
             kind = f"{type(out).__module__}.{type(out).__qualname__}"
             raise UserError(f"{self.path}: Model.forward returns a {kind}; avo scores one output tensor per call")
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        params = list(model.parameters()) + list(model.buffers())
-        return Measure(
-            signature=signature(inputs), output_shape=tuple(out.shape),
-            output_dtype=str(out.dtype).removeprefix("torch."), flops=float(counter.get_total_flops()),
-            input_bytes=sum(x.numel() * x.element_size() for x in tensors),
-            output_bytes=out.numel() * out.element_size(), param_bytes=sum(p.numel() * p.element_size() for p in params),
-            elements=sum(x.numel() for x in tensors) + out.numel() + sum(p.numel() for p in params),
-        )
+        return measure_of(inputs, out, model, float(counter.get_total_flops()))
 
     def try_measure(self, sizes: dict[str, int], dtype: Any) -> Measure | None:
         try:
@@ -201,25 +233,56 @@ class Problem:
             return None
 
 
-def second_sizes(sizes: dict[str, int]) -> list[dict[str, int]]:
+def knob_size(value: Any) -> int:
+    """An int knob's value, or the largest entry of a tuple-of-ints knob (`input_shape = (4096, 8)`); 0 otherwise."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    if whole(value):
+        return value
+    if isinstance(value, tuple) and value and all(whole(v) for v in value):
+        return max(value)
+    return 0
+
+
+def _each(value: Any, fn: Any) -> Any:
+    return tuple(fn(v) for v in value) if isinstance(value, tuple) else fn(value)
+
+
+def _halve_largest(value: Any) -> Any:
+    if not isinstance(value, tuple):
+        return (value + 1) // 2
+    i = value.index(max(value))
+    return value[:i] + ((value[i] + 1) // 2,) + value[i + 1:]
+
+
+def format_size(value: Any) -> str:
+    return "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def second_sizes(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     """Other sizes worth checking, best first: three quarters (multiples of 8), then half."""
-    three_quarters = {k: max(8, (v * 3 // 4) // 8 * 8) if v >= 16 else v for k, v in sizes.items()}
-    half = {k: max(1, v // 2) for k, v in sizes.items()}
+    three_quarters = {k: _each(v, lambda n: max(8, (n * 3 // 4) // 8 * 8) if n >= 16 else n) for k, v in sizes.items()}
+    half = {k: _each(v, lambda n: max(1, n // 2)) for k, v in sizes.items()}
     return [s for s in (three_quarters, half) if s != sizes]
 
 
-def downsized(problem: Problem, sizes: dict[str, int], dtype: Any, budget: int) -> tuple[dict[str, int], Measure]:
-    """Halve the largest knob until the problem's elements fit `budget` (knobs that break the model stay put)."""
+def downsized(problem: Problem, sizes: dict[str, Any], dtype: Any, budget: int) -> tuple[dict[str, Any], Measure]:
+    """Halve the largest knob (or, if the model breaks, all of them) until the problem's elements fit `budget`;
+    a knob that cannot move either way stays put."""
     current = dict(sizes)
     best = problem.measure(current, dtype)
     frozen: set[str] = set()
     while best.elements > budget:
-        movable = [k for k in current if k not in frozen and current[k] > 1]
+        movable = [k for k in current if k not in frozen and knob_size(current[k]) > 1]
         if not movable:
             break
-        knob = max(movable, key=lambda k: current[k])
-        trial = {**current, knob: (current[knob] + 1) // 2}
+        knob = max(movable, key=lambda k: knob_size(current[k]))
+        trial = {**current, knob: _halve_largest(current[knob])}
         measured = problem.try_measure(trial, dtype)
+        if measured is None:  # some knobs only move together (a shape two inputs share): try all at once
+            trial = {**current, **{k: _halve_largest(current[k]) for k in movable}}
+            measured = problem.try_measure(trial, dtype)
         if measured is None:
             frozen.add(knob)
         else:

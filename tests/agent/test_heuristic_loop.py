@@ -110,11 +110,12 @@ def test_auto_without_a_key_is_the_heuristic_and_it_climbs(tmp_path, evaluator, 
 
 
 def test_context_resets_do_not_make_it_repeat(tmp_path, evaluator):
-    config = {"agent": {"context_limit_tokens": 2500}, "budget": {"max_candidates": 10}}
+    # small enough to restart a few times, large enough that a restarted conversation gets to evaluate
+    config = {"agent": {"context_limit_tokens": 3000}, "budget": {"max_candidates": 14}}
     code, run = evolve(tmp_path, "--agent", "heuristic", config=config)
     assert code == 0
     assert sum(e["kind"] == "context_reset" for e in run.events()) >= 2
-    assert len(run.lineage) == 11 and distinct(evaluator.sources)
+    assert len(run.lineage) == 15 and distinct(evaluator.sources)
 
 
 def test_resume_continues_where_it_stopped(tmp_path, evaluator):

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 
-if "triton" not in __import__("sys").modules:
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when triton is first imported (torch._dynamo imports it)
-
 import importlib.util
 import itertools
 import sys
@@ -83,20 +80,6 @@ def test_call_watched_passes_plumbing_and_returns_the_output():
     forbidden = guards.forbidden_ops(lambda: torch.matmul(a, b))
     out = guards.call_watched(lambda: torch.empty(8, 4).copy_(torch.zeros(8, 4)).contiguous(), forbidden)
     assert out.shape == (8, 4)
-
-
-def test_triton_kernel_under_the_interpreter_dispatches_no_compute_op():
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("triton was imported without the interpreter before this module")
-    spec = importlib.util.spec_from_file_location("honest_tiled_kernel", CHEATS / "honest_tiled" / "kernel.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    gen = torch.Generator().manual_seed(1)
-    a = torch.randn(33, 40, generator=gen, dtype=torch.float16)
-    b = torch.randn(40, 17, generator=gen, dtype=torch.float16)
-    forbidden = guards.forbidden_ops(lambda: torch.matmul(a.double(), b.double()))
-    out = guards.call_watched(lambda: module.gemm(a, b), forbidden)
-    assert torch.allclose(out.float(), a.float() @ b.float(), atol=1e-2, rtol=1e-2)
 
 
 # -- runtime: output type and inputs --------------------------------------------------------------------------------

@@ -106,9 +106,15 @@ def test_the_first_candidate_is_scored_as_the_baseline(tmp_path, monkeypatch):
     spec = str(PROBLEMS / "softmax.py")
     seed = Path(tasks.load(spec).default_seed())
     config = EvalConfig(check_suite="tiny", bench_suite="tiny", seed=7)
-    result = Evaluator(spec, device="interpret", gpu=H200, config=config).evaluate(seed)
+    evaluator = Evaluator(spec, device="interpret", gpu=H200, config=config)
+    result = evaluator.evaluate(seed)
     assert result.status == "correct", result.message
     assert result.fitness > 0
+    edited = tmp_path / "edited"
+    shutil.copytree(seed, edited, ignore=shutil.ignore_patterns("__pycache__"))
+    (edited / "kernel.py").write_text((seed / "kernel.py").read_text() + "\n")  # any edit: an ordinary candidate
+    result = evaluator.evaluate(edited)
+    assert (result.status, result.rule) == ("rejected", "runtime.library_op"), result.message
 
 
 @pytest.mark.gpu

@@ -13,7 +13,7 @@ from avo import tasks
 from avo.errors import UserError
 from avo.evaluate import guards
 from avo.tasks import relative_error
-from avo.tasks.kernelbench import TINY_ELEMENTS, KernelBenchTask, absolute_spec
+from avo.tasks.kernelbench import TINY_ELEMENTS, KernelBenchTask, absolute_spec, with_options
 
 PROBLEMS = Path(__file__).parent / "kb_problems"
 BROKEN = PROBLEMS / "broken"
@@ -60,7 +60,15 @@ def test_spec_options_and_absolute_spec(monkeypatch):
     assert task.library_name() == "torch.compile(Model)"
     assert task.spec == f"{PROBLEMS.resolve() / 'softmax.py'}?baseline=compile&dtype=bfloat16"
     monkeypatch.chdir(PROBLEMS)
-    assert absolute_spec("softmax.py") == str(PROBLEMS.resolve() / "softmax.py")
+    here = str(PROBLEMS.resolve() / "softmax.py")
+    assert absolute_spec("softmax.py") == here
+    assert with_options("softmax.py", baseline=None) == here
+    assert with_options("softmax.py?dtype=fp16", baseline="compile") == f"{here}?baseline=compile&dtype=float16"
+    assert with_options("gemm", baseline=None) == "gemm"
+    with pytest.raises(UserError, match="--baseline applies to KernelBench-format .py tasks only"):
+        with_options("gemm", baseline="compile")
+    with pytest.raises(UserError, match="unknown task option 'baseline=jit'"):
+        with_options("softmax.py", baseline="jit")
 
 
 def test_knobs_and_suites(matmul):
@@ -78,6 +86,18 @@ def test_knobs_and_suites(matmul):
         assert matmul._measure(case.params["sizes"], None).elements <= TINY_ELEMENTS
     with pytest.raises(UserError, match="unknown suite"):
         matmul.cases("huge")
+
+
+def test_constants_that_models_code_reads_stay_put():
+    task = load("helper_reads_size")
+    assert task.problem.knobs == ["channels", "width"]
+    tiny = task.cases("tiny")
+    assert any(c.params["sizes"] != {"channels": 8, "width": 32} for c in tiny)
+    for case in tiny:
+        x, = task.make_inputs(case, 0, "cpu")
+        sizes = case.params["sizes"]
+        assert tuple(x.shape) == (16, sizes["channels"], sizes["width"])
+        assert task.output_like(case, (x,)) == ((16, sizes["channels"] * sizes["width"]), "float32")
 
 
 def test_init_only_constants_below_16_stay_put():
@@ -236,3 +256,13 @@ def test_preflight_refuses_inputs_that_do_not_fit(monkeypatch, matmul):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 34, 1 << 35))
     matmul.preflight("cuda")
 
+
+def test_compile_introspection_finds_the_candidates_kernel():
+    """inspect_compile runs the call on meta tensors: ModelNew is built on the meta device for it."""
+    from avo.gpus import PROFILES
+    from avo.profile.triton_capture import inspect_case
+
+    report = inspect_case(PROBLEMS / "candidates" / "layer_norm_honest", str(PROBLEMS / "layer_norm.py"), "bench", 0,
+                          PROFILES["h200"])
+    assert report["ok"], report.get("error")
+    assert [k["name"] for k in report["kernels"]] == ["_layer_norm_rows"]

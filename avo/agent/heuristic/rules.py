@@ -232,6 +232,8 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
         if shape.kind == "attention":
             return f"{bm0}x{bn0} -> {bm1}x{bn1} tile: {'fewer' if better else 'more'} K/V reloads per query row"
         i0, i1 = bm0 * bn0 / (bm0 + bn0), bm1 * bn1 / (bm1 + bn1)
+        if abs(i1 - i0) < 0.5:
+            return f"same operand reuse, {'wider' if bn1 > bn0 else 'narrower'} N for the tensor-core instruction"
         return f"{'more' if i1 > i0 else 'less'} operand reuse, {i0:.0f} -> {i1:.0f} MACs per loaded element"
     if key == "pipeline":
         if s1 > s0:

@@ -4,8 +4,8 @@ From the incumbent (the best accepted point) every one-step change of one knob i
 (shared memory, accumulator registers) is repaired by the knob that usually pays for it (fewer stages, more warps),
 or dropped. Moves are ranked by the gain the rule model expects (sharpened by profile facts), with a bonus for
 continuing in the direction that was last accepted and for pairing near-misses; known-good configurations for the
-GPU are offered as one jump. When every single move from the incumbent has been tried, two-knob moves follow; when
-those are gone too, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
+GPU are offered as one jump. Once no one-knob move is expected to gain, two-knob moves join the ranking; when no
+move is left, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
 failure lowers the shared-memory bound for every later point.
 """
 
@@ -93,9 +93,11 @@ class Search:
         return point_key(point) in self.trials
 
     def next_move(self) -> Move | None:
+        """The most promising untried move. Two-knob moves join once no one-knob move is expected to gain (each
+        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles."""
         moves = self._singles() + self._presets()
-        if not moves:
-            moves = self._pairs()
+        if not moves or max(m.score for m in moves) <= 0:
+            moves += self._pairs()
         return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
 
     def _candidate(self, changes: dict[str, Value], kind: str, label: str = "") -> Move | None:
@@ -193,6 +195,8 @@ def _nearest(choices: tuple[Value, ...], target: int) -> Value:
 
 def _numeric_choices(knob: Knob, above: Value | None = None, below: Value | None = None) -> list[Value]:
     values = sorted(c for c in knob.choices if isinstance(c, (int, float)) and not isinstance(c, bool))
+    if any(isinstance(v, (bool, str)) for v in (above, below)):
+        return []
     if above is not None:
         values = [v for v in values if v > above]
     if below is not None:

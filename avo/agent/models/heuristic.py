@@ -19,7 +19,9 @@ from avo.agent.heuristic.search import Search, Trial
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
 
-LINEAGE_LIMIT = 500
+LINEAGE_LIMIT = 100
+"""Rows to read after a restart: their knob tags keep the search from proposing them again. Older points may come
+up again; the evaluate tool answers those from the lineage without re-running them (duplicate_of)."""
 SAME_FAILURE_LIMIT = 6
 """Candidates, the seed included, that must all fail the same way before the search gives up on the knobs."""
 MAX_PROFILES = 3
@@ -73,7 +75,7 @@ class HeuristicModel:
         # Act on the edits already made: evaluate them (never the same source twice).
         if current is not None and not search.tried(current) and text_hash(h.text) not in h.evaluated_hashes:
             if h.workspace_cid is None or not h.outcomes and not h.lineage_outcomes():
-                why = h.last_edit_rationale if h.workspace_cid is None else "Baseline: measure the seed as it is."
+                why = h.last_edit_rationale or "Baseline: measure the seed as it is."
                 return self._turn(why, ("evaluate", {"rationale": f"{why} {format_point(current)}"}))
 
         move = search.next_move()

@@ -5,9 +5,9 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-BLOCK_M = 32
-BLOCK_N = 32
-BLOCK_K = 32
+BLOCK_M = 32  # avo: tune 16 32 64 128
+BLOCK_N = 32  # avo: tune 16 32 64 128
+BLOCK_K = 32  # avo: tune 16 32 64
 
 
 @triton.jit
