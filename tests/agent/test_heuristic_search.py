@@ -276,3 +276,17 @@ def test_gives_up_when_every_point_fails_like_the_seed():
     messages, why = drive(world, HeuristicModel(seed=0), max_evals=30)
     assert why == "exhausted" and len(world.rows) == 6
     assert "ended in crash" in [m for m in messages if m.role == "assistant"][-1].text
+
+
+def test_the_seed_breaks_ties_between_equally_promising_moves():
+    # from here, GROUP_M 8 -> 4 and 8 -> 16 are the same to the rule model: the seed picks
+    tiled = SEED.replace("BLOCK_N = 64  # avo: tune 64 128 256", "BLOCK_N = 256  # avo: tune 64 128 256") \
+        .replace("BLOCK_M = 64", "BLOCK_M = 128").replace("BLOCK_K = 32", "BLOCK_K = 64") \
+        .replace("NUM_WARPS = 4", "NUM_WARPS = 8").replace("NUM_STAGES = 2", "NUM_STAGES = 4") \
+        .replace("import triton\n", "import triton\nGROUP_M = 8  # avo: tune 4 8 16\n")
+    firsts = set()
+    for seed in range(8):
+        world = World(seed_text=tiled, fitness=lambda p: ("correct", 1.0, ""))
+        messages, _ = drive(world, HeuristicModel(seed=seed), max_evals=1)
+        firsts.add(next(m.text for m in messages if any(c.name == "edit_file" for c in m.tool_calls)))
+    assert {t.split(":")[0] for t in firsts} == {"GROUP_M 8 -> 4", "GROUP_M 8 -> 16"}
