@@ -1,8 +1,9 @@
 """C = A @ B, a first correct Triton version: bf16 in and out, fp32 accumulation, any M, N, K >= 1.
 
 Each program computes one BLOCK_M × BLOCK_N tile of C, walking K in BLOCK_K steps with tl.dot on the tensor
-cores; masks on every load and store keep any shape correct. Tiles are visited in plain row-major order, with
-small 64×64×32 tiles, 4 warps and 2 pipeline stages: what one writes before measuring.
+cores; masks on every load and store keep any shape correct. Tiles are visited in plain row-major order
+(GROUP_M = 1; larger values visit GROUP_M rows of tiles together so their B columns stay in L2), with small
+64×64×32 tiles, 4 warps and 2 pipeline stages: what one writes before measuring.
 """
 
 import torch
@@ -14,16 +15,21 @@ BLOCK_N = 64  # avo: tune 64 128 256
 BLOCK_K = 32  # avo: tune 32 64 128
 NUM_WARPS = 4  # avo: tune 4 8
 NUM_STAGES = 2  # avo: tune 2 3 4
+GROUP_M = 1  # avo: tune 1 4 8 16
 
 
 @triton.jit
 def _gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
-    pid_m = pid // tiles_n
-    pid_n = pid % tiles_n
+    group = pid // (GROUP_M * tiles_n)
+    first_m = group * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % (GROUP_M * tiles_n)) % group_rows
+    pid_n = (pid % (GROUP_M * tiles_n)) // group_rows
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -54,7 +60,7 @@ def gemm(a, b):
     _gemm_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return c
