@@ -76,6 +76,23 @@ step_profile() {
   echo "avo profile wall: $(secs "$t0" "$(now)") s" | tee -a "$OUT/profile.txt"
 }
 
+# A heuristic-agent evolve, exported (EVOLVE_KERNEL, EVOLVE_SEED, EVOLVE_HOURS; the export lands in $OUT).
+step_evolve() {
+  local kernel=${EVOLVE_KERNEL:-gemm} seed=${EVOLVE_SEED:-kernels/gemm/triton_naive} hours=${EVOLVE_HOURS:-0.085}
+  local runs=/tmp/avo-runs name; name=$(basename "$(dirname "$seed")")-$(basename "$seed")
+  avo evolve --kernel "$kernel" --seed-kernel "$seed" --hours "$hours" --agent heuristic --quiet \
+    --runs-dir "$runs" 2>&1 | tee "$OUT/evolve-$name.log" | tail -15
+  avo export latest -o "$OUT/$name.avo.tar" --runs-dir "$runs"
+  avo report latest --runs-dir "$runs" -o "/tmp/report-$name" > /dev/null && cp "/tmp/report-$name/report.md" "$OUT/report-$name.md"
+}
+
+# The replay backend re-issues a recorded transcript's model turns (REPLAY_FROM) against this GPU's evaluator.
+step_replay() {
+  avo evolve --kernel gemm --seed-kernel kernels/gemm/triton_naive --agent replay --replay-from "$REPLAY_FROM" \
+    --hours 0.05 --quiet --runs-dir /tmp/avo-replay 2>&1 | tee "$OUT/replay.log" | tail -12
+  avo runs --runs-dir /tmp/avo-replay 2>&1 | tee -a "$OUT/replay.log"
+}
+
 for step in "$@"; do
   echo "== $step"
   "step_$step" || echo "step $step failed"

@@ -19,8 +19,9 @@ from typing import Any
 
 from avo.errors import UserError
 from avo.tasks.base import Case
-from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, exact_float32,
-                                          first_run, measure_run, rng_devices)
+from avo.tasks.kernelbench_cache import cache_root
+from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
+                                          rng_devices, run_library, run_reference, settle)
 from avo.tasks.kernelbench_problem import (Measure, Problem, cast_input, downsized, format_size, second_sizes,
                                            signature)
 
@@ -78,12 +79,6 @@ def with_options(spec: str, **options: str | None) -> str:
     query = "&".join(f"{k}={v}" for k, v in given.items())
     _, checked = parse_spec(f"{path}?{query}")
     return absolute_spec(f"{path}?" + "&".join(f"{k}={v}" for k, v in {**current, **checked}.items()))
-
-
-def cache_root() -> Path:
-    if os.environ.get("AVO_CACHE_DIR"):
-        return Path(os.environ["AVO_CACHE_DIR"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "avo"
 
 
 class KernelBenchTask:
@@ -144,6 +139,7 @@ class KernelBenchTask:
         main = dict(self.problem.file_sizes)
         self.meta_ok = self._measure(main, self.cast) is not None
         if not self.meta_ok:  # a model the meta device cannot run: the file's own size only, measured for real
+            self.problem.measures.save()
             with torch.random.fork_rng(devices=[]):
                 self.problem.init_inputs(main, seed=0)  # its errors, at least, are reported now
             only = [self._case(main, self.cast, d) for d in range(1, CHECK_DRAWS + 1)]
@@ -155,11 +151,13 @@ class KernelBenchTask:
             check.append(self._case(second, self.cast))
         # Triton's interpreter computes tl.dot wrongly on bf16 operands: tiny cases of a bf16 task run in fp16.
         tiny_cast = torch.float16 if self.cast is torch.bfloat16 else self.cast
-        small, _ = downsized(self.problem, main, tiny_cast, TINY_ELEMENTS)
+        small = downsized(self.problem, main, tiny_cast, TINY_ELEMENTS)
         tiny = [self._case(small, tiny_cast, 1), self._case(small, tiny_cast, 2)]
-        smaller = self._other_size(small, tiny_cast, {self._measure(small, tiny_cast).signature})
+        measured = self._measure(small, tiny_cast)
+        smaller = self._other_size(small, tiny_cast, {measured.signature}) if measured else None
         if smaller is not None:
             tiny.append(self._case(smaller, tiny_cast))
+        self.problem.measures.save()
         return {"check": check, "bench": [self._case(main, self.cast)], "tiny": tiny}
 
     def cases(self, suite: str) -> list[Case]:
@@ -212,7 +210,7 @@ class KernelBenchTask:
         landed = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), device)
         self._by_signature[(signature(inputs), landed)] = variant
         if variant.mutates_inputs is None:
-            out = first_run(variant, inputs)
+            out = settle(self.problem, variant, inputs, self.tolerance(case.dtype))
             if measured is None:
                 variant.measured = measure_run(variant, inputs, out)
         return inputs
@@ -222,28 +220,15 @@ class KernelBenchTask:
         model = variant.bound.get(entry)
         if model is None:
             model = bind(variant, entry)
+        variant.start()
         return model(*inputs)
 
     def reference(self, *inputs):
         """Model's forward on upcast copies of the inputs (float64 on the CPU, float32 on a GPU, TF32 off)."""
-        import torch
-
-        variant = self._variant_of(inputs)
-        args = tuple(x.to(variant.compute, copy=True) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                     else (x.clone() if isinstance(x, torch.Tensor) else x) for x in inputs)
-        with torch.no_grad(), exact_float32():
-            return variant.reference_model(*args)
+        return run_reference(self._variant_of(inputs), inputs)
 
     def library(self, *inputs):
-        import torch
-
-        variant = self._variant_of(inputs)
-        if variant.mutates_inputs:
-            inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-        # Under the evaluator's op recorder the compiled graph would hide its ops: eager shows what it computes.
-        if variant.compiled is not None and not dispatch_mode_active():
-            return variant.compiled(*inputs)
-        return variant.library_model(*inputs)
+        return run_library(self._variant_of(inputs), inputs)
 
     def library_name(self) -> str:
         return "torch.compile(Model)" if self.baseline == "compile" else "Model (eager PyTorch)"

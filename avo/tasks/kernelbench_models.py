@@ -13,9 +13,12 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from avo.errors import UserError
 from avo.tasks.kernelbench_problem import Measure, measure_of
 
 PARAM_SEED = 0
+CALL_SEED = 1
+"""Where every call of a model that draws random numbers in its forward starts from."""
 NOISE = 0.1
 """Relative size of the noise added to a constant parameter."""
 
@@ -63,8 +66,15 @@ def dispatch_mode_active() -> bool:
 
 
 def freeze(model: Any) -> Any:
+    """No autograd bookkeeping in any call, and dropout layers off: outputs are compared, so a layer that zeroes a
+    random fifth of them would fail every candidate (dropout is the identity here, as at inference)."""
+    import torch
+
     for p in model.parameters():
         p.requires_grad_(False)
+    for module in model.modules():
+        if isinstance(module, (torch.nn.modules.dropout._DropoutNd, torch.nn.AlphaDropout)):
+            module.eval()
     return model
 
 
@@ -112,49 +122,109 @@ class Variant:
     library_model: Any
     reference_model: Any
     compute: Any
+    """The reference's dtype for floating inputs; None: the library's own (the model would not run upcast)."""
     compiled: Any = None
     mutates_inputs: bool | None = None
-    """Whether Model's forward writes into its inputs (then the library gets copies)."""
+    """Whether Model's forward writes into its inputs (then the library gets copies); None until settled."""
+    seeded: bool = False
+    """Model's forward draws random numbers (a random initial state): every call starts from CALL_SEED."""
     measured: Any = None
     """A Measure from a real run, where the meta device could not run the model."""
     bound: dict = field(default_factory=dict)
+
+    def start(self) -> None:
+        """What every call of a random model starts from, the candidate's included."""
+        if self.seeded:
+            import torch
+
+            torch.manual_seed(CALL_SEED)
+
+
+def _reference_model(problem: Any, init_inputs: list, library_model: Any, device: str, dtype: Any) -> Any:
+    import torch
+
+    with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
+        model = problem.build(problem.module.Model, init_inputs, PARAM_SEED).to(device)
+    model.load_state_dict(library_model.state_dict())  # exactly the library's values, before any upcast
+    return freeze(model.to(dtype) if dtype is not None else model)
 
 
 def build_variant(problem: Any, sizes: dict[str, int], cast: Any, device: str, *, compile_library: bool) -> Variant:
     import torch
 
-    cls = problem.module.Model
     with torch.random.fork_rng(devices=rng_devices(device)), torch.device(device):
         init_inputs = problem.init_inputs(sizes, PARAM_SEED)
-        library_model = problem.build(cls, init_inputs, PARAM_SEED).to(device)
+        library_model = problem.build(problem.module.Model, init_inputs, PARAM_SEED).to(device)
         perturb_constant_parameters(library_model, PARAM_SEED)
         if cast is not None:
             library_model = library_model.to(cast)
-        reference_model = problem.build(cls, init_inputs, PARAM_SEED).to(device)
-    reference_model.load_state_dict(library_model.state_dict())
     dtypes = [t.dtype for t in [*library_model.parameters(), *library_model.buffers()]]
     compute = compute_dtype(device, dtypes)
-    reference_model = reference_model.to(compute)
     variant = Variant(sizes=sizes, cast=cast, device=device, init_inputs=init_inputs,
-                      library_model=freeze(library_model), reference_model=freeze(reference_model), compute=compute)
+                      library_model=freeze(library_model),
+                      reference_model=_reference_model(problem, init_inputs, library_model, device, compute),
+                      compute=compute)
     if compile_library:
         variant.compiled = torch.compile(variant.library_model, dynamic=False)
     return variant
 
 
-def first_run(variant: Variant, inputs: tuple) -> Any:
-    """Run the library once on copies: does it write into its inputs? (Also compiles torch.compile's graph now,
-    outside any evaluation stage.) Returns the output."""
+def run_reference(variant: Variant, inputs: tuple) -> Any:
+    """Model's forward on copies of the inputs, floating ones upcast (TF32 off)."""
     import torch
+
+    args = tuple(x.to(variant.compute or x.dtype, copy=True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                 else (x.clone() if isinstance(x, torch.Tensor) else x) for x in inputs)
+    with torch.no_grad(), exact_float32():
+        variant.start()
+        return variant.reference_model(*args)
+
+
+def run_library(variant: Variant, inputs: tuple) -> Any:
+    import torch
+
+    if variant.mutates_inputs:
+        inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+    variant.start()
+    # Under the evaluator's op recorder the compiled graph would hide its ops: eager shows what it computes.
+    if variant.compiled is not None and not dispatch_mode_active():
+        return variant.compiled(*inputs)
+    return variant.library_model(*inputs)
+
+
+def settle(problem: Any, variant: Variant, inputs: tuple, tolerance: float) -> Any:
+    """First real calls of a new size: whether Model writes into its inputs, whether it is random (then seeded per
+    call, as a random initial state is only comparable when drawn alike), whether it runs upcast (else the reference
+    keeps the library's dtype). torch.compile's graph compiles here too, outside any evaluation stage. Returns the
+    library's output; UserError if Model's output cannot be checked at all."""
+    import torch
+
+    from avo.tasks.base import relative_error
 
     if any(isinstance(x, torch.Tensor) and x.is_meta for x in inputs):
         variant.mutates_inputs = False  # shapes only (compile introspection): nothing to run or compare
         return None
+    variant.mutates_inputs = True  # copies while settling
+    outs = [run_library(variant, inputs) for _ in range(2)]
+    if isinstance(outs[0], torch.Tensor) and relative_error(outs[1], outs[0]) > tolerance:
+        variant.seeded = True
+        outs = [run_library(variant, inputs) for _ in range(2)]
+        if relative_error(outs[1], outs[0]) > tolerance:
+            raise UserError(f"{problem.path.name}: two calls of Model on the same inputs disagree even from the same "
+                            "random seed: no output of it can be checked; make its forward deterministic")
     copies = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
-    fn = variant.compiled if variant.compiled is not None and not dispatch_mode_active() else variant.library_model
-    out = fn(*copies)  # grad mode as in the timed calls, so torch.compile's guards match them (nothing needs grad)
+    variant.start()
+    variant.library_model(*copies)  # eager, on copies: does it write into them?
     variant.mutates_inputs = any(isinstance(c, torch.Tensor) and not torch.equal(c, x) for c, x in zip(copies, inputs))
-    return out
+    try:
+        upcast_agrees = relative_error(outs[0], run_reference(variant, inputs)) <= tolerance
+    except Exception:  # e.g. a forward that makes float32 tensors of its own and mixes them with float64 ones
+        upcast_agrees = False
+    if not upcast_agrees:  # or random draws that depend on the dtype: the reference keeps the library's dtype
+        variant.compute = None
+        variant.reference_model = _reference_model(problem, variant.init_inputs, variant.library_model,
+                                                    variant.device, None)
+    return outs[0]
 
 
 def bind(variant: Variant, entry: Any) -> Any:

@@ -9,6 +9,7 @@ bytes, no memory), so a size that breaks the model is never offered.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dis
 import importlib.util
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from avo.errors import UserError
+from avo.tasks.kernelbench_cache import MeasureCache
 
 FORMAT = "a KernelBench-format file defines class Model(nn.Module), get_inputs() and get_init_inputs()"
 INIT_ONLY_KNOB_MIN = 16
@@ -103,14 +105,44 @@ def _names_read_by_model(module: types.ModuleType) -> set[str]:
     return names
 
 
-def find_knobs(module: types.ModuleType) -> list[str]:
-    """Size constants the file's get_inputs/get_init_inputs read and Model's code does not."""
+def derived_constants(source: str) -> dict[str, tuple[list[str], types.CodeType]]:
+    """Top-level constants computed from earlier ones (`input_shape = (num_classes,)`): name -> (the constants it
+    reads, its expression compiled), in file order. They follow their sources when a size is set."""
+    derived: dict[str, tuple[list[str], types.CodeType]] = {}
+    assigned: set[str] = set()
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        reads = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name) and n.id in assigned]
+        if reads:
+            derived[name] = (reads, compile(ast.Expression(node.value), "<constant>", "eval"))
+        assigned.add(name)
+    return derived
+
+
+def _expand(names: list[str], derived: dict) -> list[str]:
+    """A derived constant stands for the constants it is computed from."""
+    out: list[str] = []
+    for name in names:
+        for source in (_expand(derived[name][0], derived) if name in derived else [name]):
+            if source not in out:
+                out.append(source)
+    return out
+
+
+def find_knobs(module: types.ModuleType, derived: dict | None = None) -> list[str]:
+    """Size constants the file's get_inputs/get_init_inputs read (directly or through a derived constant) and Model's
+    code does not."""
     def is_size(value: Any) -> bool:
         return knob_size(value) >= 2
 
+    derived = derived or {}
     by_inputs = _names_read(module.get_inputs.__code__) if hasattr(module.get_inputs, "__code__") else []
     by_init = _names_read(module.get_init_inputs.__code__) if hasattr(module.get_init_inputs, "__code__") else []
-    frozen = _names_read_by_model(module)
+    by_inputs, by_init = _expand(by_inputs, derived), _expand(by_init, derived)
+    model_reads = sorted(_names_read_by_model(module))
+    frozen = set(model_reads) | set(_expand(model_reads, derived))
     knobs = [n for n in by_inputs if is_size(vars(module).get(n)) and n not in frozen]
     knobs += [n for n in by_init if n not in knobs and n not in frozen and is_size(vars(module).get(n))
               and knob_size(vars(module)[n]) >= INIT_ONLY_KNOB_MIN]
@@ -167,16 +199,22 @@ class Problem:
         self.path = path
         self.source = path.read_text()
         self.module = import_problem(path)
-        self.knobs = find_knobs(self.module)
+        self.derived = derived_constants(self.source)
+        self.knobs = find_knobs(self.module, self.derived)
         self.file_sizes = {k: vars(self.module)[k] for k in self.knobs}
+        self.measures = MeasureCache(self.source, path.stem)
 
     @contextlib.contextmanager
-    def sized(self, sizes: dict[str, int]):
-        """The file's size constants set to `sizes` while the block runs."""
+    def sized(self, sizes: dict[str, Any]):
+        """The file's size constants set to `sizes`, and the constants derived from them recomputed, while the block
+        runs."""
         namespace = vars(self.module)
-        saved = {k: namespace[k] for k in sizes}
+        saved = {k: namespace[k] for k in [*sizes, *self.derived] if k in namespace}
         namespace.update(sizes)
         try:
+            if sizes:
+                for name, (_, expression) in self.derived.items():
+                    namespace[name] = eval(expression, namespace)  # the file's own expression, as its import ran it
             yield
         finally:
             namespace.update(saved)
@@ -222,15 +260,21 @@ class Problem:
             raise UserError(f"{self.path}: Model.forward returns a {kind}; avo scores one output tensor per call")
         return measure_of(inputs, out, model, float(counter.get_total_flops()))
 
-    def try_measure(self, sizes: dict[str, int], dtype: Any) -> Measure | None:
+    def try_measure(self, sizes: dict[str, Any], dtype: Any) -> Measure | None:
+        """`measure`, remembered on disk; None where this size does not run."""
+        key = self.measures.key(sizes, dtype)
+        if key in self.measures:
+            return self.measures.get(key)
         try:
-            return self.measure(sizes, dtype)
+            measured = self.measure(sizes, dtype)
         except UserError as exc:
             if "Model.forward returns" in str(exc):
                 raise
-            return None
+            measured = None
         except Exception:
-            return None
+            measured = None
+        self.measures.put(key, measured)
+        return measured
 
 
 def knob_size(value: Any) -> int:
@@ -267,13 +311,13 @@ def second_sizes(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in (three_quarters, half) if s != sizes]
 
 
-def downsized(problem: Problem, sizes: dict[str, Any], dtype: Any, budget: int) -> tuple[dict[str, Any], Measure]:
+def downsized(problem: Problem, sizes: dict[str, Any], dtype: Any, budget: int) -> dict[str, Any]:
     """Halve the largest knob (or, if the model breaks, all of them) until the problem's elements fit `budget`;
     a knob that cannot move either way stays put."""
     current = dict(sizes)
-    best = problem.measure(current, dtype)
+    best = problem.try_measure(current, dtype)
     frozen: set[str] = set()
-    while best.elements > budget:
+    while best is not None and best.elements > budget:
         movable = [k for k in current if k not in frozen and knob_size(current[k]) > 1]
         if not movable:
             break
@@ -287,4 +331,4 @@ def downsized(problem: Problem, sizes: dict[str, Any], dtype: Any, budget: int) 
             frozen.add(knob)
         else:
             current, best = trial, measured
-    return current, best
+    return current

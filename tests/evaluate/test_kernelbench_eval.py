@@ -54,6 +54,14 @@ def evaluate(candidate: str, root: Path, device: str = "interpret", spec_options
     return Evaluator(spec, device=device, gpu=H200, config=EvalConfig(**(defaults | settings))).evaluate(folder)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """Measurements and first candidates go to a cache of this module's own (the worker inherits it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
     root = tmp_path_factory.mktemp("kernelbench")

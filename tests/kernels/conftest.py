@@ -1,12 +1,13 @@
-"""Loading the shipped seed kernels, either under Triton's interpreter (CPU) or compiled for the GPU.
-
-Triton decides at decoration time whether a @triton.jit function is interpreted, so TRITON_INTERPRET is set while
-the kernel module executes (and while it runs); nothing else in the test session is affected.
-"""
+"""Loading the shipped seed kernels: compiled for the GPU in this process, or under Triton's interpreter in a child
+process that has TRITON_INTERPRET=1 from its start (see interpret_tiny.py for why)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,18 @@ def _load(task: str, seed: str, mode: str):
 
 
 @pytest.fixture
-def interpreted_seed(monkeypatch):
-    """load(task, seed) -> the seed's module with every kernel running under TRITON_INTERPRET=1."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    return lambda task, seed: _load(task, seed, "interpreted")
+def interpreted_tiny_check():
+    """run(task, seed) -> per tiny case {case, layout_ok, err, tol}, computed under the interpreter in a child."""
+
+    def run(task: str, seed: str) -> list[dict]:
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        script = Path(__file__).with_name("interpret_tiny.py")
+        done = subprocess.run([sys.executable, str(script), task, str(KERNELS / task / seed / "kernel.py")],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    return run
 
 
 @pytest.fixture

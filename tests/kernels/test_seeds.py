@@ -30,9 +30,12 @@ def _check(task, module, cases, device):
 
 
 @pytest.mark.parametrize("task_name,seed", SEEDS)
-def test_seed_is_correct_on_tiny_suite_under_interpreter(task_name, seed, interpreted_seed):
-    task = load(task_name)
-    _check(task, interpreted_seed(task_name, seed), task.cases("tiny"), "cpu")
+def test_seed_is_correct_on_tiny_suite_under_interpreter(task_name, seed, interpreted_tiny_check):
+    rows = interpreted_tiny_check(task_name, seed)
+    assert [r["case"] for r in rows] == [c.name for c in load(task_name).cases("tiny")]
+    for row in rows:
+        assert row["layout_ok"], row["case"]
+        assert row["err"] <= row["tol"], f"{row['case']}: relative error {row['err']:.3g}"
 
 
 @pytest.mark.parametrize("task_name,seed", SEEDS)

@@ -23,6 +23,14 @@ def load(name: str, options: str = "") -> KernelBenchTask:
     return tasks.load(str(PROBLEMS / f"{name}.py") + options)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """Measurements and first candidates go to a cache of this module's own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def matmul():
     return load("matmul_bias_relu")
@@ -100,6 +108,17 @@ def test_constants_that_models_code_reads_stay_put():
         assert task.output_like(case, (x,)) == ((16, sizes["channels"] * sizes["width"]), "float32")
 
 
+def test_derived_constants_follow_their_sources():
+    task = load("cross_entropy")
+    assert task.problem.knobs == ["batch_size", "num_classes"] and list(task.problem.derived) == ["input_shape"]
+    for case in [*task.cases("tiny"), task.cases("check")[-1]]:
+        scores, targets = task.make_inputs(case, 1, "cpu")
+        classes = case.params["sizes"]["num_classes"]
+        assert scores.shape[1] == classes < 1024 and int(targets.max()) < classes
+        assert task.output_like(case, (scores, targets)) == ((), "float32")
+    assert task.problem.module.input_shape == (1024,)  # restored after each use
+
+
 def test_init_only_constants_below_16_stay_put():
     conv = load("conv2d")
     assert "kernel_size" not in conv.problem.knobs and "out_channels" in conv.problem.knobs
@@ -151,6 +170,30 @@ def test_a_model_that_writes_into_its_inputs_never_changes_the_callers(tmp_path)
     assert torch.equal(x, before) and bool((x < 0).any())
     assert task._variant_of((x,)).mutates_inputs is True
     assert relative_error(lib, ref) < 1e-6
+
+
+class _NoisyModelNew(nn.Module):
+    def forward(self, x):
+        return x + torch.randn(x.shape)
+
+
+def test_dropout_is_off_and_random_draws_are_seeded_per_call():
+    task = load("linear_dropout")
+    x = task.make_inputs(task.cases("check")[0], 0, "cpu")
+    assert relative_error(task.library(*x), task.reference(*x)) < 1e-6
+    assert not task._variant_of(x).seeded
+
+    noisy = load("random_noise")
+    x = noisy.make_inputs(noisy.cases("check")[0], 0, "cpu")
+    variant = noisy._variant_of(x)
+    assert variant.seeded and variant.compute is None  # float64 draws differ from float32 ones: no upcast
+    ref = noisy.reference(*x)
+    assert relative_error(noisy.call(_NoisyModelNew, x), ref) == 0 == relative_error(noisy.library(*x), ref)
+    assert relative_error(ref, x[0]) > 0.1
+
+    chaotic = load("python_random")
+    with pytest.raises(UserError, match="two calls of Model on the same inputs disagree even from the same random"):
+        chaotic.make_inputs(chaotic.cases("check")[0], 0, "cpu")
 
 
 def test_flops_and_bytes():
@@ -266,3 +309,22 @@ def test_compile_introspection_finds_the_candidates_kernel():
                           PROFILES["h200"])
     assert report["ok"], report.get("error")
     assert [k["name"] for k in report["kernels"]] == ["_layer_norm_rows"]
+
+
+def test_measurements_are_remembered_across_processes(monkeypatch, tmp_path):
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path))
+    first = load("conv2d")
+    assert first.problem.measures.path.is_file() and first.problem.measures.path.is_relative_to(tmp_path)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(type(first.problem), "measure", no_measuring)
+    again = load("conv2d")
+    for suite in ("check", "bench", "tiny"):
+        assert [(c.name, c.params, c.dtype) for c in again.cases(suite)] == [
+            (c.name, c.params, c.dtype) for c in first.cases(suite)]
+        case = again.cases(suite)[0]
+        assert (again.flops(case), again.bytes(case)) == (first.flops(case), first.bytes(case))
+    x = again.make_inputs(again.cases("tiny")[0], 0, "cpu")
+    assert again._variant_of(x).sizes == again.cases("tiny")[0].params["sizes"]

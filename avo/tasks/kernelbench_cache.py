@@ -1,0 +1,86 @@
+"""Measurements of a KernelBench problem kept on disk between processes.
+
+The evaluator loads the task afresh in every child process, and measuring a large model on the meta device can take
+seconds per size (an LSTM decomposes into thousands of ops per call). Results are keyed by the file's text, avo's
+measuring rules and torch's version, so an edited file or a new torch measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RULES_VERSION = 2
+"""Bump when what a measurement holds, or how sizes are chosen, changes."""
+
+
+def cache_root() -> Path:
+    if os.environ.get("AVO_CACHE_DIR"):
+        return Path(os.environ["AVO_CACHE_DIR"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "avo"
+
+
+def _encode_signature(sig: tuple) -> list:
+    return [["value", x[1]] if x[0] == "value" else [list(x[0]), str(x[1]).removeprefix("torch.")] for x in sig]
+
+
+def _decode_signature(sig: list) -> tuple:
+    import torch
+
+    return tuple(("value", x[1]) if x[0] == "value" else (tuple(x[0]), getattr(torch, x[1])) for x in sig)
+
+
+class MeasureCache:
+    """key (sizes, dtype) -> Measure, or None for a size the model cannot run."""
+
+    def __init__(self, source: str, name: str):
+        import torch
+
+        digest = hashlib.sha256(f"{RULES_VERSION}\n{torch.__version__}\n{source}".encode()).hexdigest()[:16]
+        self.path = cache_root() / "kernelbench" / "measures" / f"{name}-{digest}.json"
+        try:
+            self.entries: dict[str, Any] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}
+        self.dirty = False
+
+    @staticmethod
+    def key(sizes: dict[str, Any], dtype: Any) -> str:
+        return json.dumps([sorted(sizes.items()), str(dtype)])
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> Any:
+        from avo.tasks.kernelbench_problem import Measure
+
+        entry = self.entries[key]
+        if entry is None:
+            return None
+        return Measure(**{**entry, "signature": _decode_signature(entry["signature"]),
+                          "output_shape": tuple(entry["output_shape"])})
+
+    def put(self, key: str, measured: Any) -> None:
+        if measured is None:
+            self.entries[key] = None
+        else:
+            entry = dict(vars(measured))
+            entry["signature"] = _encode_signature(measured.signature)
+            self.entries[key] = entry
+        self.dirty = True
+
+    def save(self) -> None:
+        """Best effort: a cache that cannot be written only costs the next process the measuring time."""
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps(self.entries))
+            partial.replace(self.path)
+            self.dirty = False
+        except OSError:
+            pass
