@@ -22,8 +22,8 @@ from avo.tasks.base import Case
 from avo.tasks.kernelbench_cache import cache_root
 from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
                                           rng_devices, run_library, run_reference, settle)
-from avo.tasks.kernelbench_problem import (Measure, Problem, cast_input, downsized, format_size, second_sizes,
-                                           signature)
+from avo.tasks.kernelbench_problem import Measure, Problem, cast_input, signature
+from avo.tasks.kernelbench_sizes import downsized, format_size, second_sizes
 
 # Relative-norm bounds. Measured on CPU against float64 (512x4096 @ 4096x1024 + bias + ReLU, a 3x3 conv + batch
 # norm, layer norm, softmax): fp32 exact ~2e-7; TF32 or fp16 arithmetic 2e-4..3e-4; bf16 arithmetic 1.7e-3..2.3e-3.
@@ -224,7 +224,8 @@ class KernelBenchTask:
         return model(*inputs)
 
     def reference(self, *inputs):
-        """Model's forward on upcast copies of the inputs (float64 on the CPU, float32 on a GPU, TF32 off)."""
+        """Model's forward on upcast copies of the inputs (float64 on the CPU, float32 on a GPU, TF32 off); in the
+        library's own dtype for a model that does not run upcast, or whose upcast output its own disagrees with."""
         return run_reference(self._variant_of(inputs), inputs)
 
     def library(self, *inputs):
@@ -263,7 +264,10 @@ class KernelBenchTask:
         return m.output_shape, m.output_dtype
 
     def preflight(self, device: str) -> None:
-        """UserError if the bench case cannot fit on the GPU: inputs for timing, parameters, outputs."""
+        """What can be known before an evaluation starts, as one-line UserErrors: the smallest case runs on the CPU
+        (get_inputs works, the model's output can be checked at all); the bench case fits on the GPU (inputs for
+        timing, parameters, outputs)."""
+        self.make_inputs(self.cases("tiny")[-1], 0, "cpu")
         if device != "cuda":
             return
         import torch
@@ -294,7 +298,7 @@ class KernelBenchTask:
         kernel = folder / "kernel.py"
         if not kernel.is_file() or kernel.read_text() != text:
             folder.mkdir(parents=True, exist_ok=True)
-            partial = folder / f".kernel.py.{os.getpid()}"
+            partial = folder.parent / f".{folder.name}.{os.getpid()}.tmp"  # outside the folder a copy would take
             partial.write_text(text)
             partial.replace(kernel)
         return str(folder)
