@@ -70,6 +70,8 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
         raise UserError(f"{folder / KERNEL_FILE} defines no `{task.entry}`: the {task.name} task calls "
                         f"{task.entry}(...) from it")
     profile = resolve(gpu, device)
+    if hasattr(task, "preflight"):  # task files: broken get_inputs, uncheckable randomness, inputs too big
+        task.preflight(device)
     return folder.resolve(), task, profile
 
 

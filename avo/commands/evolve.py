@@ -67,7 +67,13 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     if config.budget.max_candidates is not None and config.budget.max_candidates < 1:
         raise UserError("--max-candidates must be at least 1")
     gpu = resolve(config.gpu, config.device)
+    if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
+        from avo.tasks.kernelbench import absolute_spec
+
+        config.kernel = absolute_spec(config.kernel)
     task = load_task(config.kernel)
+    if hasattr(task, "preflight"):
+        task.preflight(config.device)
     seed_dir = seed_folder(config.seed_kernel, task)
     if config.agent.kind == "replay" and config.agent.replay_from:
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))

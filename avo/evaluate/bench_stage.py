@@ -77,7 +77,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
                 rows[cand.index] = next(r for r in cand.result.cases if r.case == case.name)
                 continue
             try:
-                row = check_case(ctx, cand, case, sources[0], case_forbidden, ctx.bench_suite)
+                row = check_case(ctx, cand, case, sources[0], cand.watched(case_forbidden), ctx.bench_suite)
             except Verdict as verdict:
                 cand.finish(verdict)
                 continue
@@ -164,8 +164,8 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
         row.ms, row.library_ms = mine.ms, lib.ms
         row.spread, row.library_spread = mine.spread, lib.spread
         row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
-        row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 else None
-        row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 else None
+        row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
+        row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
 
 
 def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidden: frozenset[str]) -> tuple:
@@ -177,7 +177,7 @@ def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidd
     args = rotation(AUDIT_CALL)
     before = guards.fingerprint(args)
     try:
-        out = checked_call(ctx.task, case, cand.entry, args, forbidden, ctx.device)
+        out = checked_call(ctx.task, case, cand.entry, args, cand.watched(forbidden), ctx.device)
         guards.check_inputs_unchanged(before, args)
     except Exception as exc:
         raise classify(exc, cand, f"the call after timing on case {case.name}") from None

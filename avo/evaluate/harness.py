@@ -52,6 +52,10 @@ class Evaluator:
     """Scores candidates for one task on one device; each evaluation in a fresh child process."""
 
     def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None):
+        if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
+            from avo.tasks.kernelbench import absolute_spec
+
+            task_spec = absolute_spec(task_spec)
         self.task_spec = task_spec
         self.device = device
         self.gpu = gpu

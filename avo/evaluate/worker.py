@@ -53,12 +53,18 @@ class Candidate:
     entry: Any = None
     sentinel: Any = None
     failures: list[CaseFailure] = field(default_factory=list)
+    reference_wrapper: bool = False
+    """The task's own first candidate, unchanged (its reference wrapped): scored as the baseline."""
     done: bool = False
     """True once a final verdict is set (rejected, compile_error, crash): no further stage runs it."""
 
     @property
     def passing(self) -> bool:
         return not self.done and not self.failures
+
+    def watched(self, forbidden: frozenset[str]) -> frozenset[str]:
+        """The ops this candidate may not dispatch: none for the task's unchanged first candidate."""
+        return frozenset() if self.reference_wrapper else forbidden
 
     def finish(self, verdict: Verdict) -> None:
         self.result.status, self.result.rule, self.result.message = verdict.status, verdict.rule, verdict.message
@@ -105,7 +111,10 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
     ctx.progress.mark("static", who=cand.index)
     cuda_sources = has_cuda_sources(cand.path)
     with _stage(cand, "static"):
-        guards.check_static(cand.path, ctx.task.name)
+        is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
+        cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
+        if not cand.reference_wrapper:
+            guards.check_static(cand.path, ctx.task.name)
         if cuda_sources and ctx.device == "cuda":
             from avo.cuda import prepare
 
@@ -131,7 +140,7 @@ def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) ->
         for i, case in enumerate(task.cases(ctx.check_suite)):
             ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
             inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
-            cand.result.cases.append(check_case(ctx, cand, case, inputs, forbidden, ctx.check_suite))
+            cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite))
         cand.sentinel.verify("check")
 
 
@@ -181,6 +190,9 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
             r.message += f" ({len(failed)} cases failed: {', '.join(failed[:8])})"
         return r
     r.status, r.rule = "correct", None
+    if cand.reference_wrapper:
+        r.message = ("the task's first candidate: its reference wrapped unchanged, scored as the baseline (the guard "
+                     "against the reference's ops does not apply to it; any edit makes it an ordinary candidate)")
     r.fitness = geomean([c.speedup for c in r.bench_cases()]) if timed else 0.0
     r.timing_source = ("gpu" if ctx.device == "cuda" else "interpreter") if timed else "none"
     flags = []
