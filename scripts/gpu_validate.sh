@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
-#   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile
+#   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
