@@ -101,7 +101,7 @@ def test_naive_gemm_seed_knobs_are_the_expected_ones():
     if not path.is_file():
         pytest.skip("gemm/triton_naive is not in this checkout")
     point = point_of(parse_knobs(path.read_text()))
-    assert point == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "NUM_WARPS": 4, "NUM_STAGES": 2}
+    assert point == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "NUM_WARPS": 4, "NUM_STAGES": 2, "GROUP_M": 1}
 
 
 def test_shared_memory_estimate_matches_the_known_limits():
