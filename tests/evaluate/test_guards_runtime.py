@@ -7,6 +7,7 @@ import os
 import importlib.util
 import itertools
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -247,7 +248,11 @@ def test_sentinel_sees_a_live_low_level_thread(watched):
 
 def test_sentinel_refuses_and_reports_a_write_outside_the_folder(watched, tmp_path):
     sentinel, load, folder = watched
-    outside = REPO / f".guard-test-{os.getpid()}.txt"
+    # A place outside every allowed folder: the checkout, unless it sits in the temp folder (as a CI clone may).
+    temp = os.path.realpath(tempfile.gettempdir())
+    base = next(p for p in (REPO, Path.home(), Path("/var/tmp"))
+                if not os.path.realpath(p).startswith(temp + os.sep) and os.access(p, os.W_OK))
+    outside = base / f".guard-test-{os.getpid()}.txt"
     module = load("def go(path):\n    open(path, 'w').write('x')\n")
     with pytest.raises(Rejection) as info:
         module.go(str(outside))
