@@ -99,11 +99,11 @@ class Evaluator:
             workdir = tmp_path / "cwd"
             workdir.mkdir()
             env = scrubbed_env(self.device)
-            # A temp folder of this evaluation's own (nothing a candidate leaves there outlives it), and bytecode
-            # never read from the candidate's folder: a planted __pycache__/*.pyc would bypass the static guards.
+            # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
+            # stops Python reading bytecode from the candidate's folder; see worker.load_candidate.)
             (tmp_path / "tmp").mkdir()
             env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"),
-                       PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"), PYTHONDONTWRITEBYTECODE="1")
+                       PYTHONDONTWRITEBYTECODE="1")
             with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],

@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,10 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         # writes its C source there on some versions.
         cand.sentinel = guards.Sentinel(cand.path, allowed_dirs=(Path.cwd(),))
     ctx.progress.mark("import", who=cand.index)
+    # Bytecode for modules imported from here on is looked up in an empty folder, never in the candidate's
+    # __pycache__ (a planted .pyc would run code the static guards never read). Set only now, so torch and triton,
+    # already imported, keep their cached bytecode (recompiling them costs seconds per evaluation).
+    sys.pycache_prefix = tempfile.mkdtemp(prefix="pycache-")
     with _stage(cand, "import"):
         try:
             cand.entry = load_entry(cand.path, ctx.task.entry)

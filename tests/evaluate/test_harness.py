@@ -151,3 +151,23 @@ def test_a_result_file_without_the_workers_token_is_refused(tmp_path):
     proc.wait()
     [r] = evaluator()._collect(proc, tmp_path, None, 1, token="the-real-token")
     assert (r.status, r.rule) == ("rejected", "runtime.file_access") and r.fitness == 0
+
+
+def test_planted_bytecode_is_never_run(tmp_path):
+    """A __pycache__/*.pyc whose header matches kernel.py would be run instead of the source the guards read."""
+    import importlib._bootstrap_external as bytecode
+
+    folder = tmp_path / "planted"
+    shutil.copytree(KERNELS / "good_gemm", folder)
+    source = folder / "kernel.py"
+    cheat = compile("import torch\n\ndef gemm(a, b):\n    return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)\n",
+                    str(source), "exec")
+    stat = source.stat()
+    pyc = folder / "__pycache__" / f"kernel.{sys.implementation.cache_tag}.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(bytecode._code_to_timestamp_pyc(cheat, stat.st_mtime, stat.st_size))
+    plain = subprocess.run([sys.executable, "-c", "import kernel; print(kernel.gemm.__code__.co_names)"], cwd=folder,
+                           capture_output=True, text=True)
+    assert "zeros" in plain.stdout, "a plain import should pick up the planted bytecode"
+    r = evaluator().evaluate(folder)
+    assert r.status == "correct", r.message
