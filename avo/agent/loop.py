@@ -38,6 +38,9 @@ class Agent:
         self.started, self.elapsed_before, self.cost = clock(), 0.0, 0.0
         self.idle_turns, self.supervised_at, self.stop_requested, self.resumed = 0, 0, False, False
         self.unpriced = False
+        self.restart_floor = 0
+        """Tokens the conversation held right after the last restart: the summary alone can pass the limit, and
+        restarting again before the conversation has grown would only lose the last step's context."""
         ctx.state.setdefault("model", model.name)
         policy = getattr(model, "policy", None)  # network backends: show API pauses, stop waiting on Ctrl-C
         if policy is not None:
@@ -109,7 +112,7 @@ class Agent:
         self.messages.append(Message(role="user", tool_results=results, text="\n\n".join(extra)))
         size = max(turn.usage.input_tokens + turn.usage.cache_read_tokens + turn.usage.cache_write_tokens
                    + turn.usage.output_tokens, context.conversation_tokens(self.system, self.messages))
-        if size > self.cfg.context_limit_tokens:
+        if size > self.cfg.context_limit_tokens and size > 2 * self.restart_floor:
             self.restart(f"The conversation reached about {size} tokens and was restarted from this summary.",
                          carry="\n\n".join(extra))
 
@@ -188,6 +191,7 @@ class Agent:
         if carry:  # e.g. a supervisor review made in the step that triggered the restart
             summary.text += "\n\n" + carry
         self.messages = [summary]
+        self.restart_floor = context.conversation_tokens(self.system, self.messages)
         self.record("context_reset", reason=reason, summary=summary.text, **p)
 
     def record(self, kind: str, **data) -> None:

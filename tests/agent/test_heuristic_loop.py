@@ -118,6 +118,16 @@ def test_context_resets_do_not_make_it_repeat(tmp_path, evaluator):
     assert len(run.lineage) == 15 and distinct(evaluator.sources)
 
 
+def test_a_summary_larger_than_the_limit_does_not_restart_every_step(tmp_path, evaluator):
+    # the restart summary alone (system prompt, best kernel, lineage) is far over 200 tokens
+    config = {"agent": {"context_limit_tokens": 200}, "budget": {"max_candidates": 4, "hours": 0.005}}
+    code, run = evolve(tmp_path, "--agent", "heuristic", config=config)
+    assert code == 0 and len(run.lineage) == 5
+    events = run.events()
+    turns = sum(e["kind"] == "model_turn" for e in events)
+    assert sum(e["kind"] == "context_reset" for e in events) < turns / 2
+
+
 def test_resume_continues_where_it_stopped(tmp_path, evaluator):
     code, run = evolve(tmp_path, "--agent", "heuristic", "--max-candidates", "4")
     assert code == 0 and len(run.lineage) == 5
