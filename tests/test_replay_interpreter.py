@@ -3,7 +3,6 @@ re-drive, and the same on the run exported and imported into a fresh runs folder
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -15,10 +14,7 @@ from avo.replay import build
 from avo.replay_rebench import choose
 from avo.run import Run
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("avo.evaluate.harness") is None, reason="evaluator missing"),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

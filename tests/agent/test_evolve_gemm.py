@@ -3,7 +3,6 @@ evaluator (Triton interpreter), driven by a model behind the real Anthropic SDK 
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
@@ -11,11 +10,7 @@ from agent_loopback import Loopback, anthropic_turn, sequence
 from avo.cli import main
 from avo.run import Run
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("avo.evaluate.harness") is None
-                       or importlib.util.find_spec("avo.tasks.gemm") is None, reason="evaluator or gemm task missing"),
-]
+pytestmark = pytest.mark.slow
 
 
 def test_evolve_gemm_under_the_interpreter(tmp_path, monkeypatch, capsys):

@@ -191,8 +191,7 @@ def test_cuda_comments_and_strings_do_not_count(tmp_path):
 
 def test_shipped_seeds_pass_the_static_checks():
     seeds = [p for p in sorted((REPO / "kernels").glob("*/*")) if (p / "kernel.py").is_file()]
-    if not seeds:
-        pytest.skip("no seed kernels in this checkout")
+    assert len(seeds) >= 6
     for seed in seeds:
         assert scan(seed, seed.parent.name) == [], seed
 

@@ -3,7 +3,6 @@ get the exact status and rule of the contract, and broken problem files stop `av
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +12,6 @@ import pytest
 
 from avo.cli import main
 from avo.config import EvalConfig
-from avo.evaluate import worker
 from avo.evaluate.harness import Evaluator
 from avo.gpus import PROFILES
 
@@ -105,8 +103,6 @@ def test_avo_bench_stops_on_a_broken_problem_with_one_line(capsys, name, phrase)
     assert "Traceback" not in out + err
 
 
-@pytest.mark.skipif("is_reference_wrapper" not in inspect.getsource(worker),
-                    reason="the worker does not yet score the unchanged first candidate as the baseline")
 def test_the_first_candidate_is_scored_as_the_baseline(tmp_path, monkeypatch):
     from avo import tasks
 
