@@ -66,11 +66,13 @@ def find_nvcc() -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileCheck:
+def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  cubin_dir: Path | None = None) -> CompileCheck:
     """Compile every .cu file of the candidate for `arch` (e.g. sm_90a) with `nvcc -cubin -Xptxas -v`.
 
     Raises CompilerUnavailable when there is no nvcc; a candidate whose sources do not compile gets ok=False and
-    the compiler's messages in `log`.
+    the compiler's messages in `log`. With `cubin_dir`, the cubins are kept there and each kernel's facts name its
+    cubin (for disassembly).
     """
     folder = Path(candidate_dir).resolve()
     sources = sorted(p for p in folder.rglob("*.cu") if not any(d in p.parts for d in _SKIP_DIRS))
@@ -90,11 +92,14 @@ def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_
     ok, logs, resources = True, [], {}
     with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
         for i, build in enumerate(builds):
-            compiled, log, found = _compile(nvcc, build, arch, Path(tmp) / f"{i}.cubin", timeout_s)
+            cubin = Path(cubin_dir or tmp) / f"{i}.cubin"
+            compiled, log, found = _compile(nvcc, build, arch, cubin, timeout_s)
             ok &= compiled
             if log:
                 logs.append(log)
             for name, facts in found.items():
+                if cubin_dir is not None:
+                    facts["cubin"] = str(cubin)
                 key, n = name, 2
                 while key in resources:  # the same kernel in another build of the source
                     key, n = f"{name} #{n}", n + 1

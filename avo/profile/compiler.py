@@ -9,16 +9,14 @@ cuobjdump: per-kernel resource usage and a SASS opcode histogram (HGMMA, UTMALDG
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
 from avo.profile import ProfileError, sass
-from avo.profile.ncu import child_env, pick_case, run_command
+from avo.profile.ncu import pick_case, run_command
 
 DEFAULT_TIMEOUT_S = 300.0
 PTX_KEYS = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
@@ -45,9 +43,9 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
         result = _triton_child(candidate_dir, task_spec, suite, case_index, gpu, timeout_s)
         kernels += result.get("kernels", [])
         problems += [p for p in (result.get("error"), result.get("note")) if p]
-    for cu in sorted(candidate_dir.glob("*.cu")):
+    if any(candidate_dir.glob("*.cu")):
         try:
-            kernels += nvcc_inspect(cu, gpu)
+            kernels += nvcc_inspect(candidate_dir, gpu)
         except ProfileError as exc:
             problems.append(str(exc))
     if not kernels:
@@ -71,39 +69,40 @@ def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: i
         return json.loads(out.read_text())
 
 
-def nvcc_inspect(cu: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
-    """Per __global__ function of one .cu file: registers, spills, static shared memory, SASS histogram."""
-    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-    if not os.path.isfile(nvcc):
-        raise ProfileError("nvcc was not found on PATH or in $CUDA_HOME/bin: install the CUDA toolkit to inspect "
-                           ".cu files")
+def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
+    """Per __global__ function of the folder's .cu files, built as kernel.py declares them (the evaluator's own
+    nvcc check, so the defines match what runs): registers, spills, static shared memory, SASS histogram."""
     with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
-        cubin = Path(tmp) / (cu.stem + ".cubin")
-        cmd = [nvcc, "-cubin", f"-arch={gpu.arch}", "-Xptxas", "-v", "-std=c++17", "-I", str(cu.parent),
-               "-o", str(cubin), str(cu)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                                  env=child_env())
-        except subprocess.TimeoutExpired:
-            raise ProfileError(f"nvcc did not compile {cu.name} within {timeout_s:.0f} s") from None
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines()
-            errors = [ln for ln in lines if "error" in ln] or lines or ["?"]
-            raise ProfileError(f"nvcc could not compile {cu.name}: {errors[0].strip()[:300]}")
-        usage = sass.parse_ptxas_verbose(done.stdout + done.stderr)
-        listings = sass.split_sass_functions(sass.sass_text(cubin))
-    kernels = []
-    for name, facts in usage.items():
-        hist = sass.sass_histogram(listings.get(name, ""))
-        kernels.append({
-            "name": name, "source": cu.name, "target": gpu.arch, "registers": facts["registers"],
-            "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
-            "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
-            "sass_instructions": sum(hist.values()),
-            "families": sass.families(hist), "histogram": dict(hist.most_common()), "notes": [
-                "shared_bytes counts static shared memory only: dynamic shared memory is set at launch"],
-        })
+            check = compile_check(Path(folder), gpu.arch, timeout_s=timeout_s, cubin_dir=Path(tmp))
+        except CompilerUnavailable as exc:
+            raise ProfileError(f"{exc}; install the CUDA toolkit to inspect .cu files") from None
+        if not check.ok:
+            raise ProfileError(_first_error(check.log))
+        listings = {}
+        for facts in check.resources.values():
+            if facts["cubin"] not in listings:
+                listings[facts["cubin"]] = sass.split_sass_functions(sass.sass_text(Path(facts["cubin"])))
+        kernels = []
+        for name, facts in check.resources.items():
+            hist = sass.sass_histogram(listings[facts["cubin"]].get(name.split(" #")[0], ""))
+            kernels.append({
+                "name": name, "source": facts["source"], "target": gpu.arch, "registers": facts["registers"],
+                "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
+                "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
+                "sass_instructions": sum(hist.values()),
+                "families": sass.families(hist), "histogram": dict(hist.most_common()), "notes": [
+                    "shared_bytes counts static shared memory only: dynamic shared memory is set at launch"],
+            })
     return kernels
+
+
+def _first_error(log: str) -> str:
+    """'nvcc could not compile x.cu: <its first error line>' from compile_check's log."""
+    lines = log.strip().splitlines() or ["?"]
+    source = lines[0].split(":")[0]
+    errors = [ln for ln in lines[1:] if "error" in ln] or lines[1:] or lines
+    return f"nvcc could not compile {source}: {errors[0].strip()[:300]}"
 
 
 def _data(kernels: list[dict], gpu, case: str, suite: str, problems: list[str]) -> dict:
