@@ -24,13 +24,16 @@ step_tests() {
 }
 
 # Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
+# BENCH: space-separated KERNEL_SPEC|CANDIDATE_DIR pairs (default: the four Triton seeds).
 step_bench() {
   : > "$OUT/bench.jsonl"
-  for seed in gemm/triton_tiled gemm/triton_naive attention/triton_fa2 attention/triton_naive; do
+  local pairs=${BENCH:-"gemm|kernels/gemm/triton_tiled gemm|kernels/gemm/triton_naive attention|kernels/attention/triton_fa2 attention|kernels/attention/triton_naive"}
+  for pair in $pairs; do
+    local spec=${pair%%|*} dir=${pair#*|}
     t0=$(now)
-    avo bench "kernels/$seed" --kernel "${seed%%/*}" --json > /tmp/bench.json 2> /tmp/bench.err
+    avo bench "$dir" --kernel "$spec" --json > /tmp/bench.json 2> /tmp/bench.err
     rc=$?; t1=$(now)
-    python3 - "$seed" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$OUT/bench.jsonl"
+    python3 - "$dir" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$OUT/bench.jsonl"
 import json, sys
 seed, wall, rc = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 try:
@@ -44,6 +47,7 @@ import json
 row = json.loads(open(__import__("os").environ["OUT"] + "/bench.jsonl").read().splitlines()[-1])
 r = row["result"]
 print(f'{row["seed"]:24s} rc={row["rc"]} wall={row["wall_s"]:6.1f}s status={r.get("status")} fitness={r.get("fitness", 0):.3f} library={r.get("library", "")}')
+print("    stages:", r.get("stage_s"), r.get("message", "")[:300])
 for c in r.get("cases", []):
     if c.get("speedup") is not None:
         print(f'    {c["case"]:40s} {c["tflops"]:7.1f} TFLOPS  lib {c["library_tflops"]:7.1f}  x{c["speedup"]:.3f}  cv {c.get("spread") or 0:.4f}')

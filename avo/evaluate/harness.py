@@ -93,6 +93,7 @@ class Evaluator:
                 "check_suite": check_suite, "bench_suite": bench_suite, "seed": self.config.seed,
                 "config": self.config.model_dump(mode="json"),
                 "result_path": str(tmp_path / "result.json"), "progress_path": str(tmp_path / "progress"),
+                "spawned_at": time.time(),
             }
             (tmp_path / "request.json").write_text(json.dumps(request))
             (tmp_path / "progress").touch()

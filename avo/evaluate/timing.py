@@ -3,8 +3,8 @@
 On a GPU every call is timed with CUDA events on the current stream, after an L2 flush, on inputs the caller prepares
 fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event recorded
 after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up there
-(`sync_gap_ms`). Contenders alternate in rounds (order reversed every other round) so clock and thermal drift hit
-all of them alike; a contender's time is the median of its per-round medians.
+(`sync_gap_ms`). Contenders alternate call by call, in rounds whose order flips every other round, so clock, power
+and thermal drift hit all of them alike; a contender's time is the median of its per-round medians.
 
 Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
 performance and are labelled "interpreter" wherever they appear.
@@ -104,46 +104,60 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dic
     flush = L2Flush(l2_bytes)
     counter = _Counter(contenders)
 
-    def block(c: Contender, n: int, record: Measurement | None) -> list[float]:
-        """Times n calls; returns each call's device-busy time (start to idle), which sizes the blocks."""
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-                   torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        for start, end, after in events:
-            i = counter.take(c.name)
-            args = c.prepare(i)
-            flush()
-            start.record()
-            out = c.run(args)
-            end.record()
-            synchronize()  # device-wide: work left on any stream finishes before `after` is stamped
-            after.record()
-            if record is not None and on_output is not None:
-                on_output(c.name, i, args, out)
-            del out
-        synchronize()
-        if record is not None:
-            times = [start.elapsed_time(end) for start, end, _ in events]
-            record.samples_ms.extend(times)
-            record.round_medians_ms.append(statistics.median(times))
-            record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events)
-        return [start.elapsed_time(after) for start, _, after in events]
+    def call(c: Contender) -> tuple[int, tuple, Any, tuple]:
+        """One call, timed: (index, inputs, output, (start, end, after) events)."""
+        start, end, after = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        i = counter.take(c.name)
+        args = c.prepare(i)
+        flush()
+        start.record()
+        out = c.run(args)
+        end.record()
+        synchronize()  # device-wide: work left on any stream finishes before `after` is stamped
+        after.record()
+        return i, args, out, (start, end, after)
 
+    # Warm-up, contenders alternating: compiles, autotuning and first-touch costs happen here, and each contender's
+    # device-busy time per call sizes its share of the rounds.
+    spent = {c.name: 0.0 for c in contenders}
+    estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    while any(len(estimates[c.name]) < 2 or spent[c.name] < warmup_ms for c in contenders):
+        for c in contenders:
+            _, _, out, (start, _, after) = call(c)
+            del out
+            after.synchronize()
+            t = start.elapsed_time(after)
+            estimates[c.name].append(t)
+            spent[c.name] += max(t, 1e-3)
+        if all(len(e) >= 1000 for e in estimates.values()):
+            break
     calls = {}
     for c in contenders:
-        spent, estimates = 0.0, []
-        while len(estimates) < 2 or spent < warmup_ms:
-            t = block(c, 1, None)[0]
-            estimates.append(t)
-            spent += max(t, 1e-3)
-            if len(estimates) >= 1000:
-                break
-        per_call = max(statistics.median(estimates[-5:]), 1e-3)
+        per_call = max(statistics.median(estimates[c.name][-5:]), 1e-3)
         calls[c.name] = min(MAX_CALLS_PER_BLOCK, max(MIN_CALLS_PER_BLOCK, math.ceil(rep_ms / rounds / per_call)))
 
+    # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
+    # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
     results = {c.name: Measurement(source="gpu") for c in contenders}
     for r in range(rounds):
-        for c in (contenders if r % 2 == 0 else contenders[::-1]):
-            block(c, calls[c.name], results[c.name])
+        order = contenders if r % 2 == 0 else contenders[::-1]
+        events: dict[str, list[tuple]] = {c.name: [] for c in contenders}
+        for k in range(max(calls.values())):
+            for c in order:
+                if k >= calls[c.name]:
+                    continue
+                i, args, out, ev = call(c)
+                events[c.name].append(ev)
+                if on_output is not None:
+                    on_output(c.name, i, args, out)
+                del out
+        synchronize()
+        for c in contenders:
+            record = results[c.name]
+            times = [start.elapsed_time(end) for start, end, _ in events[c.name]]
+            record.samples_ms.extend(times)
+            record.round_medians_ms.append(statistics.median(times))
+            record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events[c.name])
     return results
 
 

@@ -218,6 +218,8 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     from avo.evaluate.guards import Rejection
     from avo.gpus import PROFILES
 
+    startup = time.time() - float(request.get("spawned_at") or time.time())  # interpreter start and imports
+    setup_started = time.perf_counter()
     task = tasks.load(request["task"])
     bench_suite = request.get("bench_suite") or ""
     seed = request["seed"] if request.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
@@ -229,6 +231,10 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
     forbidden = _forbidden(ctx)
+    for cand in cands:
+        # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went.
+        cand.result.stage_s["startup"] = round(max(0.0, startup), 3)
+        cand.result.stage_s["setup"] = round(time.perf_counter() - setup_started, 3)
     for cand in cands:
         try:
             load_candidate(ctx, cand)

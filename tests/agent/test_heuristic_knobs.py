@@ -108,3 +108,16 @@ def test_shared_memory_estimate_matches_the_known_limits():
     assert smem_bytes(shape, point) == (128 * 64 + 64 * 256) * 4 * 2  # 192 KB: fits in 227
     assert infeasible(shape, point) is None
     assert "shared memory" in infeasible(shape, dict(point, num_stages=5))
+
+
+def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_reasons():
+    from avo.agent.heuristic.rules import estimate
+
+    knobs = parse_knobs((KERNELS / "attention/triton_naive/kernel.py").read_text())
+    point = point_of(knobs)
+    assert {point[name] for name in ("EXP2", "MASK_SPLIT", "HEAVY_FIRST")} == {False}
+    shape = Shape(kind="attention", roles=roles(knobs))
+    by_name = {k.name: k for k in knobs}
+    for name, words in (("EXP2", "ex2"), ("MASK_SPLIT", "pay for masks"), ("HEAVY_FIRST", "most keys")):
+        guess = estimate(shape, by_name, point, dict(point, **{name: True}), None)
+        assert guess.gain > 0 and words in guess.reason, (name, guess)

@@ -135,3 +135,26 @@ def test_honest_softmax_against_torch_compile_on_the_gpu(tmp_path):
     result = evaluate("softmax_honest", tmp_path, device="cuda", spec_options="?baseline=compile")
     assert result.status == "correct", result.message
     assert result.library == "torch.compile(Model)" and result.fitness > 0
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
+
+
+def _example(tmp_path: Path, device: str, **settings):
+    folder = tmp_path / "linear_relu_triton"
+    shutil.copytree(EXAMPLE / "linear_relu_triton", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = str(EXAMPLE / "linear_relu.py") + "?dtype=bfloat16"
+    return Evaluator(spec, device=device, gpu=H200, config=EvalConfig(**settings)).evaluate(folder)
+
+
+def test_shipped_example_is_correct_under_the_interpreter(tmp_path):
+    result = _example(tmp_path, "interpret", check_suite="tiny", bench_suite="", seed=3)
+    assert result.status == "correct", result.message
+
+
+@pytest.mark.gpu
+def test_shipped_example_is_timed_against_model_on_the_gpu(tmp_path):
+    result = _example(tmp_path, "cuda", seed=3)
+    assert result.status == "correct", result.message
+    assert result.timing_source == "gpu" and result.fitness > 0
+    assert all(c.library_tflops and c.library_tflops > 100 for c in result.bench_cases())

@@ -33,6 +33,42 @@ def test_wall_clock_rounds_alternate_and_measure():
     assert seen.count(("fast", 0)) == 1 and ("slow", 2) in seen
 
 
+class _FakeEvent:
+    """Stands in for torch.cuda.Event on the CPU: stamps the wall clock when recorded."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other) -> float:
+        return (other.t - self.t) * 1e3
+
+
+def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
+    """Both contenders see the same clock and power state: calls alternate one by one, the order flips each round."""
+    import avo.evaluate.timing as timing
+
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
+    order: list = []
+    a = Contender("a", lambda i: (("a", i),), sleeper(0.001, order))
+    b = Contender("b", lambda i: (("b", i),), sleeper(0.001, order))
+    result = time_interleaved([a, b], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=2)
+    names = [name for name, _ in order]
+    warm = names[:4]
+    assert warm == ["a", "b", "a", "b"]  # warm-up alternates too: two estimates each
+    timed = names[4:]
+    assert timed == ["a", "b"] * 3 + ["b", "a"] * 3  # MIN_CALLS_PER_BLOCK = 3 per round
+    assert result["a"].source == "gpu" and len(result["a"].round_medians_ms) == 2
+    assert 0.9 <= result["a"].ms < 20
+
+
 def test_measurement_median_of_round_medians_and_spread():
     m = Measurement(source="gpu", samples_ms=[1.0, 1.0, 2.0, 2.0], round_medians_ms=[1.0, 3.0, 2.0])
     assert m.ms == 2.0

@@ -185,3 +185,15 @@ def test_library_and_reference_agree_on_gpu():
         assert relative_error(ref.cpu(), cpu_ref) < 1e-5, case.name
         err = relative_error(task.library(*inputs), ref)
         assert err < task.tolerance(case.dtype), (case.name, task.library_name(), err)
+
+
+@pytest.mark.gpu
+def test_timed_reference_is_close_to_the_exact_one_on_bench_shapes():
+    """The library output stands in for the exact reference in the spot checks after timing: it must stay well
+    inside the tolerance (the docstring of timed_reference says within 0.003 of 0.01)."""
+    cases = task.cases("bench")
+    for case in (cases[0], cases[1], cases[-1]):
+        inputs = task.make_inputs(case, 5, "cuda")
+        err = relative_error(task.timed_reference(*inputs), task.reference(*inputs))
+        assert err < 0.003, (case.name, err)
+        del inputs

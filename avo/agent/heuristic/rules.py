@@ -124,8 +124,17 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     return None
 
 
-_FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("persist", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
-                ("split", 1.02), ("swizzle", 1.02))
+_FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
+                ("warp_spec", 1.03), ("causal_split", 1.03), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
+"""Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
+_FLAG_WHY = {
+    "exp2": "one ex2 per score with log2(e) folded into the scale, instead of exp's extra multiply",
+    "mask_split": "only the key blocks on the diagonal or the sequence end pay for masks",
+    "causal_split": "only the key blocks on the diagonal pay for the causal mask",
+    "heavy_first": "the causal query blocks with the most keys start first, the short ones fill the tail",
+    "tma": "tensor-memory-accelerator loads free the warps from address arithmetic",
+    "persist": "persistent programs skip launch and tail effects",
+}
 
 
 def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[float, dict[str, float]]:
@@ -227,7 +236,9 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
     bm0, bn0, bk0, w0, s0 = tile(shape, old)
     bm1, bn1, bk1, w1, s1 = tile(shape, new)
     if key.startswith("flag "):
-        return f"{key[5:]} {'on' if new.get(key[5:]) else 'off'}"
+        name = key[5:]
+        why = next((text for part, text in _FLAG_WHY.items() if part in name.lower()), "")
+        return f"{name} {'on' if new.get(name) else 'off'}" + (f": {why}" if why and new.get(name) else "")
     if key == "tile":
         if shape.kind == "attention":
             return f"{bm0}x{bn0} -> {bm1}x{bn1} tile: {'fewer' if better else 'more'} K/V reloads per query row"

@@ -6,6 +6,12 @@ matrix is never written out. Causal programs stop at the diagonal. Grouped-query
 head in place. Every key block is masked (sequence end and, when causal, the diagonal), which keeps the code
 short and right for any S >= 1 at the price of mask work on blocks that need none. Small 64×64 tiles, 4 warps
 and 2 pipeline stages: what one writes before measuring.
+
+Three structural switches, all off as written, name the usual next steps (constexpr flags: with all three off
+the kernel computes exactly what the single masked loop above does):
+  - EXP2: fold log2(e) into the score scale and use exp2 (the hardware's ex2) instead of exp;
+  - MASK_SPLIT: split the key range so only the blocks that cross the diagonal or the sequence end pay for masks;
+  - HEAVY_FIRST: launch the causal query blocks with the most keys first, so the short ones fill the tail.
 """
 
 import torch
@@ -16,6 +22,49 @@ BLOCK_M = 64  # avo: tune 64 128
 BLOCK_N = 64  # avo: tune 32 64 128
 NUM_WARPS = 4  # avo: tune 4 8
 NUM_STAGES = 2  # avo: tune 2 3 4
+EXP2 = False  # avo: tune False True
+MASK_SPLIT = False  # avo: tune False True
+HEAVY_FIRST = False  # avo: tune False True
+
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_m, offs_d,
+            lo, hi, seq_len, qk_scale, BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+            BOUNDS_MASK: tl.constexpr, EXP2: tl.constexpr):
+    """Fold keys [lo, hi) into the running softmax state (m_i, l_i, acc) of this program's query rows."""
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < seq_len
+        if BOUNDS_MASK:
+            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd, mask=col_ok[None, :],
+                        other=0.0)
+        else:
+            k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd)
+        qk = tl.dot(q, k) * qk_scale
+        if CAUSAL_MASK or BOUNDS_MASK:
+            keep = col_ok[None, :]
+            if CAUSAL_MASK:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        if EXP2:
+            p = tl.math.exp2(qk - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+        else:
+            p = tl.exp(qk - m_new[:, None])
+            alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if BOUNDS_MASK:
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=col_ok[:, None],
+                        other=0.0)
+        else:
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return acc, m_i, l_i
 
 
 @triton.jit
@@ -24,17 +73,19 @@ def _attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr,
                    stride_kb, stride_kh, stride_kn, stride_kd,
                    stride_vb, stride_vh, stride_vn, stride_vd,
                    stride_ob, stride_oh, stride_om, stride_od,
-                   num_q_heads, group_size, seq_len, sm_scale,
+                   num_q_heads, group_size, seq_len, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   IS_CAUSAL: tl.constexpr):
+                   IS_CAUSAL: tl.constexpr, EXP2: tl.constexpr, MASK_SPLIT: tl.constexpr,
+                   HEAVY_FIRST: tl.constexpr):
     pid_m = tl.program_id(0)
+    if IS_CAUSAL and HEAVY_FIRST:
+        pid_m = tl.num_programs(0) - 1 - pid_m
     pid_bh = tl.program_id(1)
     batch = pid_bh // num_q_heads
     head = pid_bh % num_q_heads
     kv_head = head // group_size
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     q_base = q_ptr + batch.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
     k_base = k_ptr + batch.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
@@ -51,21 +102,18 @@ def _attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr,
     hi = seq_len
     if IS_CAUSAL:
         hi = tl.minimum((pid_m + 1) * BLOCK_M, seq_len)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < seq_len
-        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd, mask=col_ok[None, :], other=0.0)
-        keep = col_ok[None, :]
+    if MASK_SPLIT:
+        # Key blocks wholly left of the diagonal and inside the sequence need no mask; the rest get both masks.
+        free = (seq_len // BLOCK_N) * BLOCK_N
         if IS_CAUSAL:
-            keep = keep & (cols[None, :] <= offs_m[:, None])
-        qk = tl.where(keep, tl.dot(q, k) * sm_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp(qk - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+            free = tl.minimum(free, ((pid_m * BLOCK_M) // BLOCK_N) * BLOCK_N)
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                offs_m, offs_d, 0, free, seq_len, qk_scale, BLOCK_N, False, False, EXP2)
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                offs_m, offs_d, free, hi, seq_len, qk_scale, BLOCK_N, IS_CAUSAL, True, EXP2)
+    else:
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+                                offs_m, offs_d, 0, hi, seq_len, qk_scale, BLOCK_N, IS_CAUSAL, True, EXP2)
 
     acc = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, acc.to(o_ptr.dtype.element_ty),
@@ -83,8 +131,9 @@ def attention(q, k, v, causal, sm_scale):
     _attention_fwd[grid](
         q, k, v, o,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        num_q_heads, num_q_heads // num_kv_heads, seq_len, float(sm_scale),
-        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=bool(causal),
+        num_q_heads, num_q_heads // num_kv_heads, seq_len, float(sm_scale) * (LOG2_E if EXP2 else 1.0),
+        HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, IS_CAUSAL=bool(causal), EXP2=EXP2,
+        MASK_SPLIT=MASK_SPLIT, HEAVY_FIRST=HEAVY_FIRST,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     return o
