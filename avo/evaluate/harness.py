@@ -101,10 +101,12 @@ class Evaluator:
             workdir.mkdir()
             env = scrubbed_env(self.device)
             # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
-            # stops Python reading bytecode from the candidate's folder; see worker.load_candidate.)
+            # keeps the candidate's bytecode out of its folder, both ways; see worker.load_candidate. Bytecode of
+            # torch and triton is written and reused as usual: without it each evaluation recompiled torch's Python
+            # modules, seconds of every evaluation.)
             (tmp_path / "tmp").mkdir()
-            env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"),
-                       PYTHONDONTWRITEBYTECODE="1")
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"))
             with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],

@@ -124,9 +124,9 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         # writes its C source there on some versions.
         cand.sentinel = guards.Sentinel(cand.path, allowed_dirs=(Path.cwd(),))
     ctx.progress.mark("import", who=cand.index)
-    # Bytecode for modules imported from here on is looked up in an empty folder, never in the candidate's
-    # __pycache__ (a planted .pyc would run code the static guards never read). Set only now, so torch and triton,
-    # already imported, keep their cached bytecode (recompiling them costs seconds per evaluation).
+    # Bytecode for modules imported from here on is looked up in (and written to) an empty folder, never the
+    # candidate's __pycache__ (a planted .pyc would run code the static guards never read). Set only now, so torch
+    # and triton, already imported (see _warm_toolchain), keep their cached bytecode.
     sys.pycache_prefix = tempfile.mkdtemp(prefix="pycache-")
     with _stage(cand, "import"):
         try:
@@ -231,6 +231,7 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
     forbidden = _forbidden(ctx)
+    _warm_toolchain(ctx)
     for cand in cands:
         # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went.
         cand.result.stage_s["startup"] = round(max(0.0, startup), 3)
@@ -264,6 +265,19 @@ def _forbidden(ctx: Context) -> frozenset[str]:
     with poison_allocations():  # its first use, too, belongs before the Sentinel
         task.make_inputs(task.cases(ctx.check_suite)[0], ctx.seed, ctx.tensor_device)
     return forbidden
+
+
+def _warm_toolchain(ctx: Context) -> None:
+    """One tiny Triton kernel compiled and launched before any candidate: the compiler and launcher modules Triton
+    imports lazily are loaded now, with their cached bytecode, and their start-up is not billed to the candidate."""
+    if ctx.device != "cuda":
+        return
+    try:
+        from avo.evaluate.warm import warm_triton
+
+        warm_triton()
+    except Exception:  # a toolchain that cannot compile shows up, with its message, as the candidate's compile error
+        pass
 
 
 def _base_fields(ctx: Context) -> dict:

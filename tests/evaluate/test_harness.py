@@ -171,3 +171,14 @@ def test_planted_bytecode_is_never_run(tmp_path):
     assert "zeros" in plain.stdout, "a plain import should pick up the planted bytecode"
     r = evaluator().evaluate(folder)
     assert r.status == "correct", r.message
+
+
+def test_the_candidates_bytecode_never_lands_in_its_folder(tmp_path):
+    """The worker writes bytecode (so torch's modules are not recompiled per evaluation), but the candidate's own
+    goes to a throwaway folder: nothing the lineage would commit, nothing a later evaluation could read."""
+    folder = tmp_path / "clean"
+    shutil.copytree(KERNELS / "good_gemm", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    r = evaluator().evaluate(folder)
+    assert r.status == "correct", r.message
+    assert not list(folder.rglob("*.pyc"))
+
