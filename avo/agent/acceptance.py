@@ -7,6 +7,7 @@ never accepted on its own: only a clean re-run can make it the best.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
@@ -14,13 +15,30 @@ from avo.agent.toolbase import ToolContext
 
 MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""
+SIGMAS = 2.0
 MAX_MESSAGE_CHARS = 2_000
 
 
 def noise(*results) -> float:
-    """Relative noise of a comparison: the largest timing spread (CV) of any bench case of either side."""
-    spreads = [c.spread for r in results for c in r.bench_cases() if c.spread is not None]
-    return max([MIN_NOISE, *spreads])
+    """Relative margin a fitness difference between these results must clear: SIGMAS standard errors of it.
+
+    Fitness is a geometric mean of per-case speedups, so the relative standard error of one result's fitness is
+    sqrt(sum of the cases' squared errors) / cases, each case's error combining the candidate's and the library's
+    (the standard error of their medians, from the per-round medians). Results without those errors (older runs)
+    use the per-call spread instead, which overstates the error of a median many times over. Floor: MIN_NOISE.
+    """
+    variance = 0.0
+    for r in results:
+        cases = r.bench_cases()
+        if cases:
+            variance += sum(_case_error(c) ** 2 for c in cases) / len(cases) ** 2
+    return max(MIN_NOISE, SIGMAS * math.sqrt(variance))
+
+
+def _case_error(case) -> float:
+    if case.ms_error is not None:
+        return math.hypot(case.ms_error, case.library_ms_error or 0.0)
+    return math.hypot(case.spread or 0.0, case.library_spread or 0.0)
 
 
 def evaluate_workspace(ctx: ToolContext, rationale: str):

@@ -109,6 +109,10 @@ class RunView:
         detail = f"fitness {info['fitness']:.4g}" if info["status"] == "correct" else (info.get("rule") or "")
         text = (f"{info['cid']}: {info['status']} {detail}{' ACCEPTED' if info.get('accepted') else ''} "
                 f"(best {info.get('best_cid')} {info.get('best_fitness', 0.0):.4g})")
+        verdict = info.get("verdict", "")
+        faster = info["status"] == "correct" and info["fitness"] > info.get("best_fitness", 0.0)
+        if faster and not info.get("accepted") and verdict:
+            text += f": {verdict.removeprefix('not accepted: ')}"  # why a faster-looking one was not taken
         self.results.appendleft(text)
         return text
 

@@ -175,6 +175,7 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
                 break
         row.ms, row.library_ms = mine.ms, lib.ms
         row.spread, row.library_spread = mine.spread, lib.spread
+        row.ms_error, row.library_ms_error = mine.error, lib.error
         row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
         row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
         row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None

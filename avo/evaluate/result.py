@@ -29,6 +29,9 @@ class CaseResult(BaseModel):
     """Library time / candidate time (> 1 means faster than the library)."""
     spread: float | None = None
     library_spread: float | None = None
+    ms_error: float | None = None
+    """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
+    library_ms_error: float | None = None
     message: str = ""
 
 

@@ -58,6 +58,15 @@ class Measurement:
         return statistics.pstdev(self.samples_ms) / mean if mean > 0 else 0.0
 
     @property
+    def error(self) -> float | None:
+        """Relative standard error of `ms`, from the spread of the per-round medians (None below two rounds)."""
+        n = len(self.round_medians_ms)
+        if n < 2:
+            return None
+        mean = statistics.fmean(self.round_medians_ms)
+        return statistics.stdev(self.round_medians_ms) / mean / math.sqrt(n) if mean > 0 else None
+
+    @property
     def sync_gap_ms(self) -> float:
         return statistics.median(self.sync_gaps_ms) if self.sync_gaps_ms else 0.0
 

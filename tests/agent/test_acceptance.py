@@ -1,0 +1,38 @@
+"""The acceptance margin: standard errors of the fitness, not the spread of single calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from avo.agent.acceptance import MIN_NOISE, noise
+from avo.evaluate.result import CaseResult, EvalResult
+from avo.evaluate.timing import Measurement
+
+
+def result(errors: list[float] | None, spread: float = 0.2) -> EvalResult:
+    cases = [CaseResult(case=f"c{i}", suite="bench", speedup=1.0, spread=spread, library_spread=spread,
+                        ms_error=None if errors is None else e, library_ms_error=None if errors is None else e)
+             for i, e in enumerate(errors or [0.0] * 4)]
+    return EvalResult(status="correct", cases=cases, fitness=1.0)
+
+
+def test_margin_comes_from_the_error_of_the_medians_not_the_per_call_spread():
+    # Four cases, each median known to 1% (candidate and library): the geomean's error is sqrt(4 * 2e-4) / 4.
+    a, b = result([0.01] * 4), result([0.01] * 4)
+    assert noise(a, b) == pytest.approx(2 * (2 * 4 * 2e-4) ** 0.5 / 4)
+    assert noise(a, b) < 0.05  # a 20% per-call spread (short kernels) no longer blocks a 5% gain
+
+
+def test_results_without_median_errors_fall_back_to_the_spread():
+    assert noise(result(None, spread=0.2)) == pytest.approx(2 * (4 * 2 * 0.04) ** 0.5 / 4)
+
+
+def test_floor():
+    assert noise(result([0.0] * 4), result([0.0] * 4)) == MIN_NOISE
+
+
+def test_measurement_error_is_the_spread_of_round_medians_over_sqrt_rounds():
+    m = Measurement(source="gpu", round_medians_ms=[1.0, 1.02, 0.98, 1.0])
+    expected = (sum((x - 1.0) ** 2 for x in m.round_medians_ms) / 3) ** 0.5 / 1.0 / 2
+    assert m.error == pytest.approx(expected)
+    assert Measurement(source="gpu", round_medians_ms=[1.0]).error is None
