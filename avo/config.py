@@ -32,9 +32,6 @@ class EvalConfig(_Strict):
     """Limit for the timing stage (the `bench` suite, library timed alongside)."""
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
-    preheat_ms: float = 1000.0
-    """GPU only: the library runs this long before the first bench case, so timing starts in the sustained-load
-    state (an H200 boosts its clocks for about a second after idling, and kernels gain unequally from it)."""
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
     seed: int | None = None

@@ -7,8 +7,7 @@ check call (poisoned memory, op recorder, type, inputs unchanged, value), so a k
 check suite runs is caught; and work left running on a side stream when a call returned is caught by the device-wide
 synchronize in timing.py (`runtime.side_stream`).
 
-Before the first case the library runs for `preheat_ms` on its inputs: the GPU then times every case in the
-sustained-load state rather than in the boost that follows idling. The spot checks after timing compare against
+The spot checks after timing compare against
 `task.timed_reference` where a task defines one (attention on a GPU: the library's output, as the exact reference
 costs seconds per call on the long sequences), else against `task.reference`; each case's first check, before
 timing, always uses the exact reference.
@@ -69,12 +68,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
     sets = max(1, int(ctx.config.get("input_sets", 3)))
-    cases = task.cases(ctx.bench_suite)
-    if ctx.device == "cuda" and cases and not merged:
-        ctx.progress.mark("bench", "preheat")
-        _preheat(task, task.make_inputs(cases[0], ctx.seed + 999_999, ctx.tensor_device),
-                 float(ctx.config.get("preheat_ms", 1000.0)))
-    for ci, case in enumerate(cases):
+    for ci, case in enumerate(task.cases(ctx.bench_suite)):
         live = [c for c in cands if c.passing]
         if not live:
             return
@@ -195,18 +189,6 @@ def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidd
     except Exception as exc:
         raise classify(exc, cand, f"the call after timing on case {case.name}") from None
     return AUDIT_CALL, out
-
-
-def _preheat(task: Any, inputs: tuple, ms: float) -> None:
-    """Keeps the GPU busy with the library for `ms` milliseconds of wall time."""
-    import time
-
-    import torch
-
-    stop = time.perf_counter() + ms / 1e3
-    while time.perf_counter() < stop:
-        task.library(*inputs)
-        torch.cuda.synchronize()
 
 
 def _release_memory(ctx: Any) -> None:

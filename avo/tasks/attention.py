@@ -47,22 +47,29 @@ def _case(b: int, hq: int, hkv: int, s: int, d: int, causal: bool, dtype: str = 
 
 
 def attention_reference(q, k, v, causal: bool, sm_scale: float, *, chunk_elements: int = REFERENCE_CHUNK_ELEMENTS):
-    """Exact attention in float32 (CUDA, TF32 off) or float64 (CPU), one block of query rows at a time.
+    """Exact attention in float32 (CUDA) or float64 (CPU), one block of query rows at a time.
 
     Query heads are grouped under their kv head (a view, no copy), so a chunk of rows of all query heads is one
     batched matmul against k; for causal chunks only the keys up to the chunk's last row are read.
+
+    On CUDA with bf16/fp16 inputs the matmuls run on TF32 tensor cores at float32 accuracy (tested: within 1e-5 of
+    the float32 CUDA-core result, against tolerances of 2e-3 and more): q, k and v
+    hold at most 11 significant bits, which TF32 represents exactly, and TF32 products accumulate in float32; the
+    probabilities are split into a bf16-exact high part and a remainder below 2^-8 of it (whose TF32 rounding costs
+    under 2^-19), multiplied by v separately. Other inputs keep TF32 off. (Several times faster than float32 on the
+    CUDA cores, which took seconds per call on the 32k-token bench shapes.)
     """
     import torch
 
     compute = torch.float64 if q.device.type == "cpu" else torch.float32
+    split = q.device.type == "cuda" and all(x.dtype in (torch.bfloat16, torch.float16) for x in (q, k, v))
     b, hq, s, d = q.shape
     hkv = k.shape[1]
     group = hq // hkv
     out = torch.empty((b, hq, s, d), dtype=compute, device=q.device)
     rows = max(1, min(s, chunk_elements // max(1, b * hq * s)))
     tf32 = torch.backends.cuda.matmul.allow_tf32
-    if tf32:
-        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = split
     try:
         qg = q.view(b, hkv, group, s, d)
         og = out.view(b, hkv, group, s, d)
@@ -79,10 +86,17 @@ def attention_reference(q, k, v, causal: bool, sm_scale: float, *, chunk_element
                 scores.masked_fill_(key_pos[None, :] > row_pos[:, None], float("-inf"))
             probs = torch.softmax(scores, dim=-1)
             del scores
-            og[:, :, :, start:stop] = torch.matmul(probs, vc).view(b, hkv, group, stop - start, d)
+            if split:
+                high = probs.to(torch.bfloat16).to(compute)
+                chunk = torch.matmul(high, vc)
+                chunk += torch.matmul(probs.sub_(high), vc)
+                del high
+            else:
+                chunk = torch.matmul(probs, vc)
+            del probs
+            og[:, :, :, start:stop] = chunk.view(b, hkv, group, stop - start, d)
     finally:
-        if tf32:
-            torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     return out
 
 

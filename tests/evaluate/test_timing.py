@@ -64,7 +64,7 @@ def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
     warm = names[:4]
     assert warm == ["a", "b", "a", "b"]  # warm-up alternates too: two estimates each
     timed = names[4:]
-    assert timed == ["a", "b"] * 3 + ["b", "a"] * 3  # MIN_CALLS_PER_BLOCK = 3 per round
+    assert timed == ["a", "b", "b", "a"]  # rep_ms=0: MIN_CALLS_PER_BLOCK (one) call each per round
     assert result["a"].source == "gpu" and len(result["a"].round_medians_ms) == 2
     assert 0.9 <= result["a"].ms < 20
 

@@ -197,3 +197,14 @@ def test_timed_reference_is_close_to_the_exact_one_on_bench_shapes():
         err = relative_error(task.timed_reference(*inputs), task.reference(*inputs))
         assert err < 0.003, (case.name, err)
         del inputs
+
+
+@pytest.mark.gpu
+def test_tf32_reference_matches_float32_on_cuda_cores():
+    """The TF32 path (16-bit inputs on CUDA) against the same computation with TF32 off (float32 inputs)."""
+    for case in (task.cases("check")[8], task.cases("bench")[1]):
+        q, k, v, causal, scale = task.make_inputs(case, 6, "cuda")
+        fast = attention_reference(q, k, v, causal, scale)
+        slow = attention_reference(q.float(), k.float(), v.float(), causal, scale)
+        assert relative_error(fast, slow) < 1e-5, case.name
+        del q, k, v, fast, slow
