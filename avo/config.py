@@ -115,3 +115,24 @@ class RunConfig(_Strict):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise UserError(f"bad configuration at '{where}': {first['msg']}") from None
+
+
+def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
+    """The config in a run's run.json, as written by this avo or an older one: settings this version no longer
+    has are dropped and named (a user's YAML, by contrast, is strict: a misspelt key is an error)."""
+    dropped: list[str] = []
+
+    def known(model: type[BaseModel], values: dict, prefix: str) -> dict:
+        kept = {}
+        for key, value in values.items():
+            field = model.model_fields.get(key)
+            if field is None:
+                dropped.append(prefix + key)
+                continue
+            sub = field.annotation
+            if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
+                value = known(sub, value, f"{prefix}{key}.")
+            kept[key] = value
+        return kept
+
+    return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from avo.config import RunConfig
+from avo.config import RunConfig, stored_run_config
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.lineage import Lineage, cid_for, cid_number
@@ -95,7 +95,7 @@ class Run:
         self.id = self.path.name
         self._info = self._read_info()
         try:
-            self.config = RunConfig.model_validate(self._info.get("config", {}))
+            self.config, self.dropped_settings = stored_run_config(self._info.get("config", {}))
         except ValidationError as exc:
             raise UserError(f"run.json of run '{self.id}' is corrupt: bad config ({exc.errors()[0]['msg']})") from None
         self._lineage: Lineage | None = None

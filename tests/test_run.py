@@ -65,10 +65,21 @@ def test_corrupt_run_json_is_one_clear_error(tmp_path):
     (run.path / "run.json").write_text('{"config": {"kernel": "gemm"')
     with pytest.raises(UserError, match="run.json of run 'r' is corrupt"):
         Run.open("r", tmp_path)
-    (run.path / "run.json").write_text(json.dumps({"config": {"kernal": "gemm"}}))
+    (run.path / "run.json").write_text(json.dumps({"config": {"seed": "many"}}))
     with pytest.raises(UserError, match="corrupt: bad config"):
         Run.open("r", tmp_path)
     assert list_runs(tmp_path) == []  # listing skips what it cannot read
+
+
+def test_settings_an_older_avo_wrote_are_dropped_and_named(tmp_path):
+    run = make_run(tmp_path, run_id="old")
+    info = json.loads((run.path / "run.json").read_text())
+    info["config"]["evaluation"]["preheat_ms"] = 1000.0
+    info["config"]["retired"] = 1
+    (run.path / "run.json").write_text(json.dumps(info))
+    reopened = Run.open("old", tmp_path)
+    assert sorted(reopened.dropped_settings) == ["evaluation.preheat_ms", "retired"]
+    assert reopened.config.evaluation.rep_ms == run.config.evaluation.rep_ms
 
 
 def test_state_and_evals(tmp_path):

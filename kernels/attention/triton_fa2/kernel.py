@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 BLOCK_M = 128  # avo: tune 64 128
-BLOCK_N = 64  # avo: tune 32 64 128
+BLOCK_N = 128  # avo: tune 32 64 128
 NUM_WARPS = 8  # avo: tune 4 8
 NUM_STAGES = 3  # avo: tune 2 3 4
 CAUSAL_SPLIT = True  # avo: tune True False
