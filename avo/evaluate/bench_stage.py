@@ -68,15 +68,18 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
     sets = max(1, int(ctx.config.get("input_sets", 3)))
+    parts = _Parts()
     for ci, case in enumerate(task.cases(ctx.bench_suite)):
         live = [c for c in cands if c.passing]
         if not live:
-            return
+            break
         ctx.progress.mark("bench", case.name)
+        parts.start("inputs")
         sources = [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci + k, ctx.tensor_device)
                    for k in range(sets)]
         rows = {}
         case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
+        parts.start("check")
         for cand in live:
             if merged:
                 rows[cand.index] = next(r for r in cand.result.cases if r.case == case.name)
@@ -92,15 +95,18 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
         timed = [c for c in live if c.passing and c.index in rows]
         while timed:
             try:
-                _time_case(ctx, case, timed, rows, sources, case_forbidden, seed=ctx.seed + ci)
+                _time_case(ctx, case, timed, rows, sources, case_forbidden, seed=ctx.seed + ci, parts=parts)
                 break
             except _CandidateRaised as raised:
                 cand = next(c for c in timed if c.index == raised.index)
                 cand.finish(classify(raised.exc, cand, f"timed call on case {case.name}"))
                 timed = [c for c in timed if c.passing]
+        parts.start("release")
         del sources
         _release_memory(ctx)
+        parts.stop()
     for cand in cands:
+        cand.result.stage_s.update(parts.seconds)
         if cand.passing:
             try:
                 cand.sentinel.verify("bench")
@@ -109,7 +115,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
 
 
 def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forbidden: frozenset[str],
-               seed: int) -> None:
+               seed: int, parts: "_Parts | None" = None) -> None:
     from avo.evaluate.worker import Verdict
 
     task = ctx.task
@@ -127,9 +133,13 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
     contenders = [Contender(f"candidate{c.index}", rotation, runner(c)) for c in timed]
     contenders.insert(1, Contender(LIBRARY, rotation, lambda args: task.library(*args)))
     cfg = ctx.config
+    if parts is not None:
+        parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
                                 warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
                                 on_output=spots.observe)
+    if parts is not None:
+        parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)
     shape, dtype = task.output_like(case, sources[0])
@@ -189,6 +199,26 @@ def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidd
     except Exception as exc:
         raise classify(exc, cand, f"the call after timing on case {case.name}") from None
     return AUDIT_CALL, out
+
+
+class _Parts:
+    """Seconds spent in each part of the bench stage over all cases, as `bench.<part>` entries of stage_s."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._part, self._since = None, 0.0
+
+    def start(self, part: str | None) -> None:
+        import time
+
+        now = time.perf_counter()
+        if self._part is not None:
+            key = f"bench.{self._part}"
+            self.seconds[key] = round(self.seconds.get(key, 0.0) + now - self._since, 3)
+        self._part, self._since = part, now
+
+    def stop(self) -> None:
+        self.start(None)
 
 
 def _release_memory(ctx: Any) -> None:

@@ -42,7 +42,9 @@ def test_good_kernel_is_correct_with_interpreter_timing(good_timed):
     assert all(c.rel_err < c.tolerance for c in tiny)
     assert all(c.ms > 0 and c.library_ms > 0 and c.speedup == pytest.approx(c.library_ms / c.ms) for c in tiny)
     assert r.fitness > 0
-    assert set(r.stage_s) >= {"static", "import", "check", "bench"}
+    assert set(r.stage_s) >= {"startup", "setup", "static", "import", "check", "bench", "bench.timing", "bench.verify"}
+    parts = sum(v for k, v in r.stage_s.items() if k.startswith("bench."))
+    assert parts <= r.stage_s["bench"] + 0.01  # the parts account for the bench stage, never more
 
 
 def test_wrong_kernel_is_incorrect_with_its_error():
