@@ -111,6 +111,8 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
                       f"times from the {src})", markup=False)
     if result.suspicious:
         console.print(f"SUSPICIOUS: {result.suspicious_reason}", markup=False)
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_s.items())
+    parts = ", ".join(f"{k[6:]} {v:.1f}s" for k, v in result.stage_s.items() if k.startswith("bench."))
+    stages = ", ".join(f"{k} {v:.1f}s" + (f" [{parts}]" if k == "bench" and parts else "")
+                       for k, v in result.stage_s.items() if not k.startswith("bench."))
     console.print(f"seed {result.seed} · device {result.device} · gpu {result.gpu} · wall {result.wall_s:.1f}s"
                   + (f" ({stages})" if stages else ""), markup=False)
