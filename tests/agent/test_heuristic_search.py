@@ -290,3 +290,41 @@ def test_the_seed_breaks_ties_between_equally_promising_moves():
         messages, _ = drive(world, HeuristicModel(seed=seed), max_evals=1)
         firsts.add(next(m.text for m in messages if any(c.name == "edit_file" for c in m.tool_calls)))
     assert {t.split(":")[0] for t in firsts} == {"GROUP_M 8 -> 4", "GROUP_M 8 -> 16"}
+
+
+NAIVE_ATTENTION = (Path(__file__).resolve().parents[2] / "kernels/attention/triton_naive/kernel.py").read_text()
+
+
+def naive_attention_landscape(point: dict) -> tuple[str, float, str]:
+    """Shaped like the 10-minute H200 run from the naive attention seed: 128-row tiles lose on the single masked
+    loop (-15%), a third stage pays (+12%), EXP2 and MASK_SPLIT pay (+19%, +12%), the rest is small."""
+    f = 0.51 * (0.85 if point["BLOCK_M"] == 128 else 1.0)
+    f *= {2: 1.0, 3: 1.12, 4: 1.08}[point["NUM_STAGES"]] * {32: 0.9, 64: 1.0, 128: 1.02}[point["BLOCK_N"]]
+    f *= (1.19 if point["EXP2"] else 1.0) * (1.12 if point["MASK_SPLIT"] else 1.0)
+    return "correct", f * (1.01 if point["HEAVY_FIRST"] else 1.0), ""
+
+
+def test_a_change_measured_to_lose_waits_until_nothing_else_promises_a_gain():
+    world = World(seed_text=NAIVE_ATTENTION, fitness=naive_attention_landscape)
+    drive(world, HeuristicModel(seed=0), max_evals=7, system="`kernel.py` must define `attention`.")
+    # The known-good 128-row tiles are tried first and lose; repeating them from each new best (as the rule model
+    # alone would: it expects +20% from the bigger tile every time) must not delay the switches that pay.
+    points = [point_of(parse_knobs(world.files[r["cid"]])) for r in world.rows]
+    assert best_fitness(world) >= naive_attention_landscape(
+        dict(points[0], NUM_STAGES=3, EXP2=True, MASK_SPLIT=True))[1] - 1e-9
+    big_rows = [p for p in points if p["BLOCK_M"] == 128]
+    assert len(big_rows) == 3  # the two presets and the one tile move, before any gain was known
+
+
+def test_change_losses_records_what_a_set_of_changes_cost_against_its_incumbent():
+    from avo.agent.heuristic.history import Outcome
+    from avo.agent.heuristic.search import change_losses
+
+    base, better = {"A": 1, "B": 1}, {"A": 1, "B": 2}
+    outcomes = [Outcome("c0000", base, "correct", 1.0, True),
+                Outcome("c0001", {"A": 2, "B": 1}, "correct", 0.8, False),
+                Outcome("c0002", better, "correct", 1.2, True),
+                Outcome("c0003", {"A": 2, "B": 2}, "correct", 0.9, False),
+                Outcome("c0004", {"A": 3, "B": 2}, "compile_error", 0.0, False)]
+    losses = change_losses(outcomes)
+    assert losses == {frozenset({("A", 1, 2)}): pytest.approx(0.25)}  # max(0.2, 1 - 0.9/1.2)

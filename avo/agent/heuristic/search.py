@@ -6,7 +6,9 @@ or dropped. Moves are ranked by the gain the rule model expects (sharpened by pr
 continuing in the direction that was last accepted and for pairing near-misses; known-good configurations for the
 GPU are offered as one jump. Once no one-knob move is expected to gain, two-knob moves join the ranking; when no
 move is left, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
-failure lowers the shared-memory bound for every later point.
+failure lowers the shared-memory bound for every later point. Measurement beats the model: a move that makes again
+every change of a set that lost when measured (from any incumbent) is expected to lose as much, so it waits until
+no other move promises a gain.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class Search:
     seed: int = 0
     renders: Callable[[Point], bool] | None = None
     """Whether a point can be written into the kernel (a choice that would not parse is never offered)."""
+    losses: dict[frozenset, float] = field(default_factory=dict)
+    """Set of (knob, before, after) changes -> relative fitness they lost when measured (see `change_losses`)."""
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -112,7 +116,12 @@ class Search:
         est = estimate(self.shape, self.by_name, self.incumbent, point, self.facts)
         diff = {k: (self.incumbent[k], v) for k, v in point.items() if self.incumbent.get(k) != v}
         move = Move(point=point, changes=diff, estimate=est, kind=kind, label=label)
+        made = {(k, a, b) for k, (a, b) in diff.items()}
+        lost = max((loss for changes, loss in self.losses.items() if changes <= made), default=0.0)
         move.score = est.gain + self._bonus(diff)
+        if lost > 0:  # measured beats modelled: expect the loss again, so it waits until nothing promises a gain
+            move.score = min(move.score, -lost)
+            est.reason += f"; the same change lost {lost:.0%} when measured before"
         return move
 
     def _singles(self) -> list[Move]:
@@ -180,6 +189,27 @@ class Search:
                 if near and all(diff.get(k, (None, None))[1] == v for k, v in near.items()) and len(diff) > len(near):
                     bonus += 0.02
         return bonus
+
+
+def change_losses(outcomes: list) -> dict[frozenset, float]:
+    """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
+    .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
+    its time records its relative loss under the set of changes that made it. A later move that makes all of those
+    changes again (from any incumbent) is held back by it; the largest such loss counts."""
+    losses: dict[frozenset, float] = {}
+    incumbent, best = None, 0.0
+    for o in outcomes:
+        if o.point is None or o.status != "correct":
+            continue
+        if incumbent is None or o.accepted:
+            incumbent, best = o.point, o.fitness
+            continue
+        changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
+        if best <= 0 or o.fitness >= best or not changed:
+            continue
+        key = frozenset(changed)
+        losses[key] = max(losses.get(key, 0.0), 1.0 - o.fitness / best)
+    return losses
 
 
 def _is_smem_failure(message: str) -> bool:

@@ -15,7 +15,7 @@ from avo.agent.heuristic.facts import facts_from
 from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
 from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
 from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, roles
-from avo.agent.heuristic.search import Search, Trial
+from avo.agent.heuristic.search import Search, Trial, change_losses
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
 
@@ -107,6 +107,8 @@ class HeuristicModel:
             if outcome.point is not None and set(outcome.point) == set(incumbent):
                 search.record(Trial(point=outcome.point, status=outcome.status, fitness=outcome.fitness,
                                     accepted=outcome.accepted, cid=outcome.cid, message=outcome.message))
+        search.losses = change_losses(_chronological(
+            [o for o in h.all_outcomes() if o.point is not None and set(o.point) == set(incumbent)]))
         if len(h.accepted_points) >= 2:
             before, after = h.accepted_points[-2], h.accepted_points[-1]
             search.last_accepted = {k: (before[k], v) for k, v in after.items() if before.get(k) != v}
@@ -208,3 +210,14 @@ def _smem_limit(system: str) -> int:
 
 def _call_id(text: str, name: str, args: dict) -> str:
     return hashlib.sha256(f"{text}|{name}|{sorted(args.items())!r}".encode()).hexdigest()[:8]
+
+
+def _chronological(outcomes: list) -> list:
+    """One outcome per candidate (the newest report of it), in the order the candidates were made."""
+    by_cid, rest = {}, []
+    for o in outcomes:
+        if o.cid:
+            by_cid[o.cid] = o
+        else:
+            rest.append(o)
+    return [by_cid[cid] for cid in sorted(by_cid)] + rest
