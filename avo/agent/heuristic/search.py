@@ -38,6 +38,8 @@ PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
 
 NEAR_MISS = 0.99
 """A correct point within 1% of the incumbent that was not accepted may pay in combination."""
+MIN_LOSS = 0.02
+"""A measured loss smaller than this is noise, not evidence against the change (see change_losses)."""
 
 
 @dataclass
@@ -194,8 +196,8 @@ class Search:
 def change_losses(outcomes: list) -> dict[frozenset, float]:
     """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
     .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
-    its time records its relative loss under the set of changes that made it. A later move that makes all of those
-    changes again (from any incumbent) is held back by it; the largest such loss counts."""
+    its time by more than MIN_LOSS records its relative loss under the set of changes that made it. A later move
+    that makes all of those changes again (from any incumbent) is held back by it; the largest such loss counts."""
     losses: dict[frozenset, float] = {}
     incumbent, best = None, 0.0
     for o in outcomes:
@@ -205,7 +207,7 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
             incumbent, best = o.point, o.fitness
             continue
         changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
-        if best <= 0 or o.fitness >= best or not changed:
+        if best <= 0 or o.fitness >= best * (1.0 - MIN_LOSS) or not changed:
             continue
         key = frozenset(changed)
         losses[key] = max(losses.get(key, 0.0), 1.0 - o.fitness / best)
