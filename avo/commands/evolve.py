@@ -83,6 +83,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}), {run.path}")
     else:
         say(f"resuming run {run.id}")
+        if run.dropped_settings:
+            say(f"settings this avo no longer has were ignored: {', '.join(run.dropped_settings)}")
     with run.lock():
         run.set_state("running")
         evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)

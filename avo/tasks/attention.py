@@ -167,8 +167,8 @@ class AttentionTask:
 
     def timed_reference(self, q, k, v, causal, sm_scale):
         """What timed outputs are spot-checked against: on a GPU the library's output (within 0.003 of the exact
-        reference on the bench shapes, against a tolerance of 0.01; the exact one takes seconds per call at 32k), on
-        the CPU the exact reference. A timed output that is stale or cached is off by far more than either."""
+        reference on the bench shapes, against a tolerance of 0.01; the exact one took 0.6 s per call at 32k tokens
+        in float32), on the CPU the exact reference. A timed output that is stale or cached is off by far more."""
         if q.device.type != "cuda":
             return self.reference(q, k, v, causal, sm_scale)
         return self.library(q, k, v, causal, sm_scale).float()

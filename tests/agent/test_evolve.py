@@ -187,3 +187,18 @@ def test_replay_re_drives_a_recorded_run(tmp_path, fake_task, monkeypatch, capsy
     assert [(i.status, i.fitness, i.rationale) for i in replayed.lineage.log()] == \
         [(i.status, i.fitness, i.rationale) for i in recorded.lineage.log()]
     assert "replayed every recorded turn" in replayed.events()[-1]["reason"]
+
+
+def test_resuming_a_run_an_older_avo_wrote_names_the_settings_it_ignores(tmp_path, fake_task, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    code, run = evolve(tmp_path, None, "--agent", "heuristic", "--max-candidates", "1")
+    assert code == 0
+    info = json.loads((run.path / "run.json").read_text())
+    info["config"]["evaluation"]["preheat_ms"] = 1000.0  # a setting an earlier version had
+    (run.path / "run.json").write_text(json.dumps(info))
+    capsys.readouterr()
+    code = main(["evolve", "--resume", run.id, "--runs-dir", str(tmp_path / "runs"), "--quiet",
+                 "--max-candidates", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"resuming run {run.id}" in out and "no longer has were ignored: evaluation.preheat_ms" in out
