@@ -116,7 +116,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
 
 
 def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forbidden: frozenset[str],
-               seed: int, parts: "_Parts | None" = None) -> None:
+               seed: int, parts: _Parts) -> None:
     from avo.evaluate.worker import Verdict
 
     task = ctx.task
@@ -134,13 +134,11 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
     contenders = [Contender(f"candidate{c.index}", rotation, runner(c)) for c in timed]
     contenders.insert(1, Contender(LIBRARY, rotation, lambda args: task.library(*args)))
     cfg = ctx.config
-    if parts is not None:
-        parts.start("timing")
+    parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
                                 warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
                                 on_output=spots.observe)
-    if parts is not None:
-        parts.start("verify")
+    parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)
     shape, dtype = task.output_like(case, sources[0])

@@ -156,6 +156,11 @@ class History:
         """Lineage rows first, then this conversation's evaluations (newer facts override older ones)."""
         return self.lineage_outcomes() + self.outcomes
 
+    def per_candidate(self) -> list[Outcome]:
+        """One outcome per candidate (its newest report), in the order the candidates were made."""
+        by_cid = {o.cid: o for o in self.all_outcomes() if o.cid}
+        return [by_cid[cid] for cid in sorted(by_cid)]
+
     def profile_of(self, cids: list[str | None]) -> tuple[dict | None, dict | None]:
         """The newest profile and compile data taken of any of `cids` (best first)."""
         def newest(items):

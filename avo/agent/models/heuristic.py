@@ -107,8 +107,8 @@ class HeuristicModel:
             if outcome.point is not None and set(outcome.point) == set(incumbent):
                 search.record(Trial(point=outcome.point, status=outcome.status, fitness=outcome.fitness,
                                     accepted=outcome.accepted, cid=outcome.cid, message=outcome.message))
-        search.losses = change_losses(_chronological(
-            [o for o in h.all_outcomes() if o.point is not None and set(o.point) == set(incumbent)]))
+        search.losses = change_losses(
+            [o for o in h.per_candidate() if o.point is not None and set(o.point) == set(incumbent)])
         if len(h.accepted_points) >= 2:
             before, after = h.accepted_points[-2], h.accepted_points[-1]
             search.last_accepted = {k: (before[k], v) for k, v in after.items() if before.get(k) != v}
@@ -182,12 +182,12 @@ def _renders(text: str, point) -> bool:
 def _same_failure_everywhere(h: History) -> str | None:
     """Why tuning cannot help, when the seed and every knob setting since fail the same way (a broken environment
     or a wrong kernel, which no tile size fixes)."""
-    by_cid = {o.cid: o for o in h.all_outcomes() if o.cid}
-    statuses = {o.status for o in by_cid.values()}
-    if len(by_cid) < SAME_FAILURE_LIMIT or len(statuses) != 1 or "correct" in statuses:
+    outcomes = h.per_candidate()
+    statuses = {o.status for o in outcomes}
+    if len(outcomes) < SAME_FAILURE_LIMIT or len(statuses) != 1 or "correct" in statuses:
         return None
-    last = list(by_cid.values())[-1].message.strip().splitlines()
-    return (f"the seed and all {len(by_cid) - 1} knob settings tried ended in {statuses.pop()}, so the knobs are not "
+    last = outcomes[-1].message.strip().splitlines()
+    return (f"the seed and all {len(outcomes) - 1} knob settings tried ended in {statuses.pop()}, so the knobs are not "
             f"the problem; fix the kernel or the environment first (last: {last[0][:160] if last else '-'})")
 
 
@@ -211,13 +211,3 @@ def _smem_limit(system: str) -> int:
 def _call_id(text: str, name: str, args: dict) -> str:
     return hashlib.sha256(f"{text}|{name}|{sorted(args.items())!r}".encode()).hexdigest()[:8]
 
-
-def _chronological(outcomes: list) -> list:
-    """One outcome per candidate (the newest report of it), in the order the candidates were made."""
-    by_cid, rest = {}, []
-    for o in outcomes:
-        if o.cid:
-            by_cid[o.cid] = o
-        else:
-            rest.append(o)
-    return [by_cid[cid] for cid in sorted(by_cid)] + rest
