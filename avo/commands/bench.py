@@ -111,8 +111,12 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
                       f"times from the {src})", markup=False)
     if result.suspicious:
         console.print(f"SUSPICIOUS: {result.suspicious_reason}", markup=False)
-    parts = ", ".join(f"{k[6:]} {v:.1f}s" for k, v in result.stage_s.items() if k.startswith("bench."))
-    stages = ", ".join(f"{k} {v:.1f}s" + (f" [{parts}]" if k == "bench" and parts else "")
-                       for k, v in result.stage_s.items() if not k.startswith("bench."))
+    stages = ", ".join(f"{k} {v:.1f}s" + _parts(result.stage_s, k) for k, v in result.stage_s.items() if "." not in k)
     console.print(f"seed {result.seed} · device {result.device} · gpu {result.gpu} · wall {result.wall_s:.1f}s"
                   + (f" ({stages})" if stages else ""), markup=False)
+
+
+def _parts(stage_s: dict[str, float], stage: str) -> str:
+    """A stage's parts (`stage.part` entries), shown inside its figure."""
+    parts = [f"{k[len(stage) + 1:]} {v:.1f}s" for k, v in stage_s.items() if k.startswith(stage + ".")]
+    return f" [{', '.join(parts)}]" if parts else ""

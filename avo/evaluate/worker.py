@@ -1,8 +1,9 @@
 """The child side of an evaluation: `python -m avo.evaluate.worker REQUEST.json`.
 
 Runs in its own process group with a scrubbed environment (see harness.py). Order per candidate: static guards ->
-Sentinel -> import -> check suite (first launch marked as stage "compile") -> Sentinel.verify; then the bench stage
-times every passing candidate interleaved with the library. Stage starts are appended to a progress file, so the
+Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its
+first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing candidate
+interleaved with the library. Stage starts are appended to a progress file, so the
 parent can apply per-stage limits and say where a candidate hung. The verdict is written to a result file opened
 before any candidate code runs (candidate code may print to stdout); then the process exits at once, so threads a
 candidate left behind cannot hold it open.
@@ -10,6 +11,7 @@ candidate left behind cannot hold it open.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -25,6 +27,7 @@ from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
 from avo.evaluate.correctness import CaseFailure, checked_call, poison_allocations, verify_output
 from avo.evaluate.loader import CandidateLoadError, load_entry, trimmed_traceback
 from avo.evaluate.result import CaseResult, EvalResult
+from avo.evaluate.stage_clock import Parts
 
 
 class Progress:
@@ -54,6 +57,8 @@ class Candidate:
     entry: Any = None
     sentinel: Any = None
     failures: list[CaseFailure] = field(default_factory=list)
+    cuda: bool = False
+    """Has CUDA C++ sources (compiled by its own wrapper through CuPy)."""
     reference_wrapper: bool = False
     """The task's own first candidate, unchanged (its reference wrapped): scored as the baseline."""
     done: bool = False
@@ -83,6 +88,8 @@ class Context:
     progress: Progress
     check_suite: str
     bench_suite: str
+    compile_pool: Any = None
+    """precompile.CompilePool, when the candidates' Triton kernels are compiled ahead."""
 
     @property
     def tensor_device(self) -> str:
@@ -110,7 +117,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
     from avo.evaluate import guards
 
     ctx.progress.mark("static", who=cand.index)
-    cuda_sources = has_cuda_sources(cand.path)
+    cuda_sources = cand.cuda = has_cuda_sources(cand.path)
     with _stage(cand, "static"):
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
         cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
@@ -138,6 +145,24 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
             raise Verdict(*no_gpu_outcome(cand.path, ctx.gpu.arch))
 
 
+def compile_candidate(ctx: Context, cand: Candidate) -> None:
+    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
+    if ctx.compile_pool is None or cand.cuda:
+        return
+    from avo.evaluate.precompile import compile_ahead
+    from avo.profile.triton_capture import meta_inputs
+
+    task = ctx.task
+    ctx.progress.mark("compile", "ahead", cand.index)
+    with _stage(cand, "compile"):
+        cases = task.cases(ctx.check_suite)
+        if ctx.bench_suite and ctx.bench_suite != ctx.check_suite:
+            cases += task.cases(ctx.bench_suite)
+        calls = [functools.partial(task.call, cand.entry, meta_inputs(task, case)) for case in cases]
+        compile_ahead(ctx.compile_pool, calls)
+        cand.sentinel.verify("compile")
+
+
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
     """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
     task = ctx.task
@@ -150,13 +175,15 @@ def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) ->
 
 
 def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
-               suite: str) -> CaseResult:
+               suite: str, ref: Any = None) -> CaseResult:
+    """One watched call on `inputs`, compared with `ref` (default: the task's exact reference on them)."""
     from avo.evaluate import guards
 
     task = ctx.task
     tolerance = task.tolerance(case.dtype)
     row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
-    ref = task.reference(*inputs)
+    if ref is None:
+        ref = task.reference(*inputs)
     before = guards.fingerprint(inputs)
     try:
         out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
@@ -220,6 +247,8 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
 
     startup = time.time() - float(request.get("spawned_at") or time.time())  # interpreter start and imports
     setup_started = time.perf_counter()
+    setup = Parts("setup")
+    setup.start("task")
     task = tasks.load(request["task"])
     bench_suite = request.get("bench_suite") or ""
     seed = request["seed"] if request.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
@@ -230,15 +259,21 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
              for i, p in enumerate(request["candidates"])]
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
+    setup.start("ops")
     forbidden = _forbidden(ctx)
+    setup.start("warm")
     _warm_toolchain(ctx)
+    ctx.compile_pool = _compile_pool(ctx, cands)  # its threads start before any Sentinel: the evaluator's own
+    setup.stop()
     for cand in cands:
         # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went.
         cand.result.stage_s["startup"] = round(max(0.0, startup), 3)
         cand.result.stage_s["setup"] = round(time.perf_counter() - setup_started, 3)
+        cand.result.stage_s.update(setup.seconds)
     for cand in cands:
         try:
             load_candidate(ctx, cand)
+            compile_candidate(ctx, cand)
             check_candidate(ctx, cand, forbidden)
         except Verdict as verdict:
             cand.finish(verdict)
@@ -278,6 +313,18 @@ def _warm_toolchain(ctx: Context) -> None:
         warm_triton()
     except Exception:  # a toolchain that cannot compile shows up, with its message, as the candidate's compile error
         pass
+
+
+def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
+    """A parked thread pool for compiling ahead, where it applies: on a GPU, for a task that opts in, with a Triton
+    that has AsyncCompileMode, and some candidate without CUDA sources."""
+    from avo.evaluate import precompile
+
+    if ctx.device != "cuda" or not getattr(ctx.task, "compile_ahead", False) or not precompile.supported():
+        return None
+    if all(has_cuda_sources(c.path) for c in cands):
+        return None
+    return precompile.CompilePool()
 
 
 def _base_fields(ctx: Context) -> dict:

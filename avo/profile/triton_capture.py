@@ -56,16 +56,30 @@ class _CompileOnlyDriver:
 
 
 @contextlib.contextmanager
+def target_driver(gpu):
+    """Inside: Triton's active driver only names `gpu`'s target (compiles work without a GPU; launches cannot)."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    major, minor = gpu.compute_capability
+    saved_driver = driver._active  # set_active/reset_active would build the real driver, which needs a GPU
+    driver.set_active(_CompileOnlyDriver(GPUTarget("cuda", major * 10 + minor, 32), gpu))
+    try:
+        with mock.patch.object(torch.cuda, "get_device_capability", lambda device=None: (major, minor)):
+            yield
+    finally:
+        driver._active = saved_driver
+
+
+@contextlib.contextmanager
 def compile_only(gpu):
     """Inside: Triton launches compile for `gpu` and are recorded instead of run; yields the list of Launch."""
     import torch
-    from triton.backends.compiler import GPUTarget
     from triton.runtime import autotuner
-    from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
 
     major, minor = gpu.compute_capability
-    fake = _CompileOnlyDriver(GPUTarget("cuda", major * 10 + minor, 32), gpu)
     launches: list[Launch] = []
     by_key: dict[Any, Launch] = {}
     original_run = JITFunction.run
@@ -99,15 +113,10 @@ def compile_only(gpu):
         return SimpleNamespace(name=gpu.name, major=major, minor=minor, multi_processor_count=gpu.sms,
                                shared_memory_per_block_optin=gpu.smem_per_block_kb * 1024)
 
-    saved_driver = driver._active  # set_active/reset_active would build the real driver, which needs a GPU
-    driver.set_active(fake)
-    try:
-        with mock.patch.object(JITFunction, "run", run), mock.patch.object(autotuner.Autotuner, "run", autotuned_run), \
-                mock.patch.object(torch.cuda, "get_device_properties", device_properties), \
-                mock.patch.object(torch.cuda, "get_device_capability", lambda device=None: (major, minor)):
-            yield launches
-    finally:
-        driver._active = saved_driver
+    with target_driver(gpu), mock.patch.object(JITFunction, "run", run), \
+            mock.patch.object(autotuner.Autotuner, "run", autotuned_run), \
+            mock.patch.object(torch.cuda, "get_device_properties", device_properties):
+        yield launches
 
 
 def _bound_args(jit_fn, args: tuple, kwargs: dict) -> dict:

@@ -103,6 +103,8 @@ def attention_reference(q, k, v, causal: bool, sm_scale: float, *, chunk_element
 class AttentionTask:
     name = "attention"
     entry = "attention"
+    compile_ahead = True
+    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead (evaluate/precompile.py)."""
 
     def __init__(self) -> None:
         self._library_paths: dict[tuple, str] = {}
@@ -166,9 +168,9 @@ class AttentionTask:
         return attention_reference(q, k, v, causal, sm_scale)
 
     def timed_reference(self, q, k, v, causal, sm_scale):
-        """What timed outputs are spot-checked against: on a GPU the library's output (within 0.003 of the exact
-        reference on the bench shapes, against a tolerance of 0.01; the exact one took 0.6 s per call at 32k tokens
-        in float32), on the CPU the exact reference. A timed output that is stale or cached is off by far more."""
+        """What outputs on the bench shapes are checked against: on a GPU the library's output (within 0.003 of the
+        exact reference there, against a tolerance of 0.01; the exact one took 0.6 s per call at 32k tokens in
+        float32), on the CPU the exact reference. A timed output that is stale or cached is off by far more."""
         if q.device.type != "cuda":
             return self.reference(q, k, v, causal, sm_scale)
         return self.library(q, k, v, causal, sm_scale).float()

@@ -26,6 +26,8 @@ def _case(m: int, n: int, k: int, dtype: str = "bfloat16") -> Case:
 class GemmTask:
     name = "gemm"
     entry = "gemm"
+    compile_ahead = True
+    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead (evaluate/precompile.py)."""
 
     def cases(self, suite: str) -> list[Case]:
         if suite == "bench":

@@ -60,3 +60,23 @@ def test_side_stream_kernel_is_rejected(gemm_evaluator, tmp_path):
     (folder / "kernel.py").write_text(source)
     r = gemm_evaluator.evaluate(folder)
     assert (r.status, r.rule) == ("rejected", "runtime.side_stream"), r.message
+
+
+def test_a_fresh_attention_candidate_is_evaluated_within_30_s(tmp_path):
+    """A candidate Triton has never compiled (as every new one in a run is): its kernels are compiled ahead, in
+    parallel, so the check stage compiles nothing, and the whole evaluation stays within the issue's 30 s."""
+    from avo.gpus import resolve
+
+    source = (ROOT / "kernels" / "attention" / "triton_fa2" / "kernel.py").read_text()
+    marker = "@triton.jit\ndef _attend_block_range("
+    assert marker in source
+    fresh = f"{marker}  # new to Triton's cache: {time.time_ns()}\n                        "
+    (tmp_path / "kernel.py").write_text(source.replace(marker, fresh, 1))
+    evaluator = Evaluator("attention", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig())
+    started = time.monotonic()
+    r = evaluator.evaluate(tmp_path)
+    wall = time.monotonic() - started
+    print(f"fresh fa2: fitness {r.fitness:.3f} wall {wall:.1f} s stages {r.stage_s}")
+    assert r.status == "correct", r.message
+    assert r.stage_s["compile"] > 0 and r.stage_s["check"] < 3.0
+    assert wall <= 30.0
