@@ -32,6 +32,9 @@ class EvalConfig(_Strict):
     """Limit for the timing stage (the `bench` suite, library timed alongside)."""
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    compile_ahead: bool = True
+    """Compile a Triton candidate's kernels for every case in parallel before the check stage (evaluate/precompile.py);
+    off, each compiles on its first launch, one after another."""
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
     seed: int | None = None

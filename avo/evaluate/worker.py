@@ -316,11 +316,13 @@ def _warm_toolchain(ctx: Context) -> None:
 
 
 def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
-    """A parked thread pool for compiling ahead, where it applies: on a GPU, for a task that opts in, with a Triton
-    that has AsyncCompileMode, and some candidate without CUDA sources."""
+    """A parked thread pool for compiling ahead, where it applies: on a GPU, unless the config turns it off, for a
+    task that opts in, with a Triton that has AsyncCompileMode, and some candidate without CUDA sources."""
     from avo.evaluate import precompile
 
-    if ctx.device != "cuda" or not getattr(ctx.task, "compile_ahead", False) or not precompile.supported():
+    if ctx.device != "cuda" or not ctx.config.get("compile_ahead", True):
+        return None
+    if not getattr(ctx.task, "compile_ahead", False) or not precompile.supported():
         return None
     if all(has_cuda_sources(c.path) for c in cands):
         return None

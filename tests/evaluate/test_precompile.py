@@ -115,3 +115,29 @@ def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_th
     outcome = precompile.compile_ahead(precompile.CompilePool(2), [lambda: _tuned[(1,)](meta(40), 40)])
     assert outcome.kernels == 2
     assert _tuned.cache == {}
+
+
+def test_the_pool_exists_only_where_compiling_ahead_applies(tmp_path):
+    from types import SimpleNamespace
+
+    from avo.evaluate.worker import _compile_pool
+
+    class Task:
+        compile_ahead = True
+
+    triton_dir = tmp_path / "triton"
+    cuda_dir = tmp_path / "cuda"
+    for folder in (triton_dir, cuda_dir):
+        folder.mkdir()
+        (folder / "kernel.py").write_text("")
+    (cuda_dir / "kernel.cu").write_text("")
+    triton_only, cuda_only = [SimpleNamespace(path=triton_dir)], [SimpleNamespace(path=cuda_dir)]
+
+    def ctx(device="cuda", on=True, task=Task()):
+        return SimpleNamespace(device=device, config={"compile_ahead": on}, task=task)
+
+    assert isinstance(_compile_pool(ctx(), triton_only), precompile.CompilePool)
+    assert _compile_pool(ctx(device="interpret"), triton_only) is None
+    assert _compile_pool(ctx(on=False), triton_only) is None
+    assert _compile_pool(ctx(task=object()), triton_only) is None
+    assert _compile_pool(ctx(), cuda_only) is None
