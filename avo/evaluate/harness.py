@@ -34,7 +34,11 @@ STDERR_TAIL = 3000
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    """The parent's environment minus anything that looks like a credential; TRITON_INTERPRET set by device."""
+    """The parent's environment minus anything that looks like a credential; TRITON_INTERPRET set by device.
+
+    Inductor (torch.compile, a KernelBench baseline) compiles on the worker's own thread: with a compile pool its
+    threads start whenever results come back, at any moment, and the Sentinel would take them for the candidate's
+    (seen on the H200: 'subproc_worker_timer' started during the check stage)."""
     env = {}
     for name, value in os.environ.items():
         upper = name.upper()
@@ -45,6 +49,7 @@ def scrubbed_env(device: str) -> dict[str, str]:
     if device == "interpret":
         env["TRITON_INTERPRET"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     return env
 
 

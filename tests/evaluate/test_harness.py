@@ -125,6 +125,13 @@ def test_scrubbed_env_drops_secrets_and_sets_the_interpreter(monkeypatch):
     assert "TRITON_INTERPRET" not in scrubbed_env("cuda")
 
 
+def test_inductor_compiles_on_the_workers_own_thread(monkeypatch):
+    """With a compile pool, Inductor (torch.compile, a KernelBench baseline) starts threads whenever results arrive,
+    and the Sentinel takes them for the candidate's (the GPU test of the compile baseline caught that on the H200)."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
+    assert scrubbed_env("cuda")["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+
+
 def test_confirm_times_both_in_one_child(tmp_path):
     incumbent = tmp_path / "incumbent"
     shutil.copytree(KERNELS / "good_gemm", incumbent)
