@@ -327,4 +327,17 @@ def test_change_losses_records_what_a_set_of_changes_cost_against_its_incumbent(
                 Outcome("c0003", {"A": 2, "B": 2}, "correct", 0.9, False),
                 Outcome("c0004", {"A": 3, "B": 2}, "compile_error", 0.0, False)]
     losses = change_losses(outcomes)
-    assert losses == {frozenset({("A", 1, 2)}): pytest.approx(0.25)}  # max(0.2, 1 - 0.9/1.2)
+    assert losses == {frozenset({("A", 1, 2)}): pytest.approx(0.25),  # max(0.2, 1 - 0.9/1.2)
+                      frozenset({("B", 2, 1)}): pytest.approx(1 - 1 / 1.2)}  # undoing the accepted gain
+
+
+def test_undoing_a_change_accepted_for_a_measured_gain_waits_until_nothing_else_is_left():
+    world = World(seed_text=NAIVE_ATTENTION, fitness=naive_attention_landscape)
+    drive(world, HeuristicModel(seed=0), max_evals=200, system="`kernel.py` must define `attention`.")
+    points = [point_of(parse_knobs(world.files[r["cid"]])) for r in world.rows]
+    last = max(i for i, r in enumerate(world.rows) if r.get("accepted"))
+    after = points[last + 1:]
+    # In the H200 run, 5 of the 12 candidates after the last gain went back on EXP2, MASK_SPLIT or the third stage.
+    assert not any(not p["EXP2"] or not p["MASK_SPLIT"] or p["NUM_STAGES"] == 2 for p in after[:8])
+    first_off = next(i for i, p in enumerate(after) if not p["EXP2"])
+    assert all(not p["EXP2"] for p in after[first_off:])  # undoing the largest gain (+19%) comes last

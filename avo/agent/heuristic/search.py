@@ -7,8 +7,8 @@ continuing in the direction that was last accepted and for pairing near-misses; 
 GPU are offered as one jump. Once no one-knob move is expected to gain, two-knob moves join the ranking; when no
 move is left, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
 failure lowers the shared-memory bound for every later point. Measurement beats the model: a move that makes again
-every change of a set that lost when measured (from any incumbent) is expected to lose as much, so it waits until
-no other move promises a gain.
+every change of a set that lost when measured (from any incumbent), or that undoes a change that was accepted for
+a measured gain, is expected to lose as much, so it waits until no other move promises a gain.
 """
 
 from __future__ import annotations
@@ -196,21 +196,30 @@ class Search:
 def change_losses(outcomes: list) -> dict[frozenset, float]:
     """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
     .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
-    its time by more than MIN_LOSS records its relative loss under the set of changes that made it. A later move
-    that makes all of those changes again (from any incumbent) is held back by it; the largest such loss counts."""
+    its time by more than MIN_LOSS records its relative loss under the set of changes that made it; an accepted point
+    that gained more than MIN_LOSS records, under the changes that undo it, the loss of going back. A later move that
+    makes all of the changes of a set again (from any incumbent) is held back by it; the largest such loss counts."""
     losses: dict[frozenset, float] = {}
+
+    def note(changes: list, loss: float) -> None:
+        key = frozenset(changes)
+        losses[key] = max(losses.get(key, 0.0), loss)
+
     incumbent, best = None, 0.0
     for o in outcomes:
         if o.point is None or o.status != "correct":
             continue
-        if incumbent is None or o.accepted:
+        if incumbent is None:
             incumbent, best = o.point, o.fitness
             continue
         changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
-        if best <= 0 or o.fitness >= best * (1.0 - MIN_LOSS) or not changed:
+        if o.accepted:
+            if changed and best > 0 and o.fitness > best * (1.0 + MIN_LOSS):
+                note([(k, after, before) for k, before, after in changed], 1.0 - best / o.fitness)
+            incumbent, best = o.point, o.fitness
             continue
-        key = frozenset(changed)
-        losses[key] = max(losses.get(key, 0.0), 1.0 - o.fitness / best)
+        if best > 0 and changed and o.fitness < best * (1.0 - MIN_LOSS):
+            note(changed, 1.0 - o.fitness / best)
     return losses
 
 
