@@ -31,7 +31,7 @@ PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
     "attention": [
         ("FA2-style 128x64 tile, 8 warps, 3 stages (the fa2 seed's former default: 0.74x cuDNN on H200)",
          {"bm": 128, "bn": 64, "warps": 8, "stages": 3}),
-        ("FA2-style 128x128 tile, 8 warps, 3 stages (the fa2 seed's default: 0.754x cuDNN on H200)",
+        ("FA2-style 128x128 tile, 8 warps, 3 stages (the fa2 seed's default: 0.75x cuDNN on H200)",
          {"bm": 128, "bn": 128, "warps": 8, "stages": 3}),
     ],
 }
