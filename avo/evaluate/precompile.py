@@ -49,6 +49,26 @@ class CompilePool:
         barrier.wait(30)
 
 
+def pool_for(task: Any, candidate_dirs: list) -> CompilePool | None:
+    """A parked pool where compiling ahead applies: a task that opts in (its wrappers run on meta tensors), a Triton
+    with AsyncCompileMode, and some candidate without CUDA sources (those compile through their own wrapper)."""
+    from avo.evaluate.cuda_compile import has_cuda_sources
+
+    if not getattr(task, "compile_ahead", False) or not supported():
+        return None
+    if all(has_cuda_sources(d) for d in candidate_dirs):
+        return None
+    return CompilePool()
+
+
+def meta_calls(task: Any, entry: Callable, suites: list[str]) -> list[Callable[[], Any]]:
+    """One call of the candidate per case of the suites (each suite once), on the case's inputs as meta tensors."""
+    from avo.profile.triton_capture import meta_inputs
+
+    cases = [case for suite in dict.fromkeys(s for s in suites if s) for case in task.cases(suite)]
+    return [lambda case=case: task.call(entry, meta_inputs(task, case)) for case in cases]
+
+
 def supported() -> bool:
     try:
         from triton.runtime import _async_compile  # noqa: F401  (in Triton 3.6 and 3.9, not in older releases)

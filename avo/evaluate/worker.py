@@ -3,15 +3,14 @@
 Runs in its own process group with a scrubbed environment (see harness.py). Order per candidate: static guards ->
 Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its
 first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing candidate
-interleaved with the library. Stage starts are appended to a progress file, so the
-parent can apply per-stage limits and say where a candidate hung. The verdict is written to a result file opened
+interleaved with the library. Stage starts are appended to a progress file, so the parent can apply per-stage limits
+and say where a candidate hung. The verdict is written to a result file opened
 before any candidate code runs (candidate code may print to stdout); then the process exits at once, so threads a
 candidate left behind cannot hold it open.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
@@ -149,17 +148,11 @@ def compile_candidate(ctx: Context, cand: Candidate) -> None:
     """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
     if ctx.compile_pool is None or cand.cuda:
         return
-    from avo.evaluate.precompile import compile_ahead
-    from avo.profile.triton_capture import meta_inputs
+    from avo.evaluate.precompile import compile_ahead, meta_calls
 
-    task = ctx.task
     ctx.progress.mark("compile", "ahead", cand.index)
     with _stage(cand, "compile"):
-        cases = task.cases(ctx.check_suite)
-        if ctx.bench_suite and ctx.bench_suite != ctx.check_suite:
-            cases += task.cases(ctx.bench_suite)
-        calls = [functools.partial(task.call, cand.entry, meta_inputs(task, case)) for case in cases]
-        compile_ahead(ctx.compile_pool, calls)
+        compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
         cand.sentinel.verify("compile")
 
 
@@ -316,17 +309,10 @@ def _warm_toolchain(ctx: Context) -> None:
 
 
 def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
-    """A parked thread pool for compiling ahead, where it applies: on a GPU, unless the config turns it off, for a
-    task that opts in, with a Triton that has AsyncCompileMode, and some candidate without CUDA sources."""
     from avo.evaluate import precompile
 
-    if ctx.device != "cuda" or not ctx.config.get("compile_ahead", True):
-        return None
-    if not getattr(ctx.task, "compile_ahead", False) or not precompile.supported():
-        return None
-    if all(has_cuda_sources(c.path) for c in cands):
-        return None
-    return precompile.CompilePool()
+    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True)
+    return precompile.pool_for(ctx.task, [c.path for c in cands]) if wanted else None
 
 
 def _base_fields(ctx: Context) -> dict:

@@ -7,6 +7,7 @@ wrapper that fails on meta tensors or a kernel that fails to compile only leaves
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -125,8 +126,7 @@ def test_the_pool_exists_only_where_compiling_ahead_applies(tmp_path):
     class Task:
         compile_ahead = True
 
-    triton_dir = tmp_path / "triton"
-    cuda_dir = tmp_path / "cuda"
+    triton_dir, cuda_dir = tmp_path / "triton", tmp_path / "cuda"
     for folder in (triton_dir, cuda_dir):
         folder.mkdir()
         (folder / "kernel.py").write_text("")
@@ -141,3 +141,17 @@ def test_the_pool_exists_only_where_compiling_ahead_applies(tmp_path):
     assert _compile_pool(ctx(on=False), triton_only) is None
     assert _compile_pool(ctx(task=object()), triton_only) is None
     assert _compile_pool(ctx(), cuda_only) is None
+
+
+def test_the_builtin_tasks_compile_ahead_for_every_case_of_both_suites(h200):
+    """The gemm seed over the real check and bench suites: each case's wrapper runs on meta tensors, and every
+    specialization it meets is compiled (none is left for the first launch)."""
+    from avo import tasks
+    from avo.evaluate.loader import load_entry
+
+    task = tasks.load("gemm")
+    entry = load_entry(Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "triton_naive", "gemm")
+    calls = precompile.meta_calls(task, entry, ["check", "bench", "bench"])
+    assert len(calls) == len(task.cases("check")) + len(task.cases("bench"))
+    outcome = precompile.compile_ahead(precompile.CompilePool(2), calls)
+    assert outcome.cases == len(calls) and outcome.skipped == 0 and outcome.kernels >= 2
