@@ -64,7 +64,8 @@ class SpotChecks:
 
 def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
     from avo.evaluate import guards
-    from avo.evaluate.worker import Verdict, check_case, classify
+    from avo.evaluate.check_stage import check_case
+    from avo.evaluate.worker import Verdict, classify
 
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only

@@ -1,4 +1,4 @@
-"""Seconds spent in the parts of a stage, as `<stage>.<part>` entries of an EvalResult's stage_s."""
+"""Seconds spent in stages and their parts, as `<stage>` and `<stage>.<part>` entries of an EvalResult's stage_s."""
 
 from __future__ import annotations
 
@@ -21,3 +21,18 @@ class Parts:
 
     def stop(self) -> None:
         self.start(None)
+
+
+class stage:
+    """Adds the seconds spent inside to `stage_s[name]`."""
+
+    def __init__(self, stage_s: dict[str, float], name: str):
+        self.stage_s, self.name = stage_s, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        spent = time.perf_counter() - self.start
+        self.stage_s[self.name] = round(self.stage_s.get(self.name, 0.0) + spent, 3)
+        return False

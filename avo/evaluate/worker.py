@@ -23,10 +23,10 @@ from typing import Any, TextIO
 
 from avo.evaluate import timing  # noqa: F401  (binds the clock before any candidate code runs)
 from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
-from avo.evaluate.correctness import CaseFailure, checked_call, poison_allocations, verify_output
+from avo.evaluate.correctness import CaseFailure, poison_allocations
 from avo.evaluate.loader import CandidateLoadError, load_entry, trimmed_traceback
-from avo.evaluate.result import CaseResult, EvalResult
-from avo.evaluate.stage_clock import Parts
+from avo.evaluate.result import EvalResult
+from avo.evaluate.stage_clock import Parts, stage
 
 
 class Progress:
@@ -117,7 +117,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
 
     ctx.progress.mark("static", who=cand.index)
     cuda_sources = cand.cuda = has_cuda_sources(cand.path)
-    with _stage(cand, "static"):
+    with stage(cand.result.stage_s, "static"):
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
         cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
         if not cand.reference_wrapper:
@@ -134,7 +134,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
     # candidate's __pycache__ (a planted .pyc would run code the static guards never read). Set only now, so torch
     # and triton, already imported (see _warm_toolchain), keep their cached bytecode.
     sys.pycache_prefix = tempfile.mkdtemp(prefix="pycache-")
-    with _stage(cand, "import"):
+    with stage(cand.result.stage_s, "import"):
         try:
             cand.entry = load_entry(cand.path, ctx.task.entry)
         except CandidateLoadError as exc:
@@ -142,61 +142,6 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         cand.sentinel.verify("import")
         if cuda_sources and ctx.device != "cuda":
             raise Verdict(*no_gpu_outcome(cand.path, ctx.gpu.arch))
-
-
-def compile_candidate(ctx: Context, cand: Candidate) -> None:
-    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
-    if ctx.compile_pool is None or cand.cuda:
-        return
-    from avo.evaluate.precompile import compile_ahead, meta_calls
-
-    ctx.progress.mark("compile", "ahead", cand.index)
-    with _stage(cand, "compile"):
-        compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
-        cand.sentinel.verify("compile")
-
-
-def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
-    """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
-    task = ctx.task
-    with _stage(cand, "check"):
-        for i, case in enumerate(task.cases(ctx.check_suite)):
-            ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
-            inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
-            cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite))
-        cand.sentinel.verify("check")
-
-
-def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
-               suite: str, ref: Any = None) -> CaseResult:
-    """One watched call on `inputs`, compared with `ref` (default: the task's exact reference on them)."""
-    from avo.evaluate import guards
-
-    task = ctx.task
-    tolerance = task.tolerance(case.dtype)
-    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
-    if ref is None:
-        ref = task.reference(*inputs)
-    before = guards.fingerprint(inputs)
-    try:
-        out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
-        guards.check_inputs_unchanged(before, inputs)
-    except Exception as exc:
-        raise classify(exc, cand, f"case {case.name}") from None
-    shape, dtype = task.output_like(case, inputs)
-    device = next((x.device for x in inputs if hasattr(x, "device")), None)
-    try:
-        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
-                                    tolerance=tolerance, case=case.name)
-        row.correct = True
-    except CaseFailure as failure:
-        row.correct, row.message = False, failure.message
-        if failure.rule == "check.mismatch":
-            from avo.tasks import relative_error
-
-            row.rel_err = relative_error(out, ref)
-        cand.failures.append(failure)
-    return row
 
 
 def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
@@ -235,6 +180,7 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
 def run(request: dict, progress: Progress) -> list[EvalResult]:
     from avo import tasks
     from avo.evaluate.bench_stage import bench
+    from avo.evaluate.check_stage import check_candidate, compile_candidate
     from avo.evaluate.guards import Rejection
     from avo.gpus import PROFILES
 
@@ -324,21 +270,6 @@ def _base_fields(ctx: Context) -> dict:
     versions["gpu_device"] = torch.cuda.get_device_name() if ctx.device == "cuda" else "none (interpreter)"
     return {"device": ctx.device, "gpu": ctx.gpu.name, "library": ctx.task.library_name(), "versions": versions,
             "seed": ctx.seed}
-
-
-class _stage:
-    """Adds the stage's seconds to the candidate's result."""
-
-    def __init__(self, cand: Candidate, name: str):
-        self.cand, self.name = cand, name
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        spent = time.perf_counter() - self.start
-        self.cand.result.stage_s[self.name] = round(self.cand.result.stage_s.get(self.name, 0.0) + spent, 3)
-        return False
 
 
 def _no_core_dumps() -> None:

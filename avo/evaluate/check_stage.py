@@ -1,0 +1,71 @@
+"""The check stage of the worker: a candidate's Triton kernels compiled ahead, then every check case once.
+
+Each case's inputs are fresh (seeded per evaluation); the call is watched (poisoned memory, op recorder, inputs
+unchanged, output type) and its output compared with the reference within the dtype's tolerance. A wrong output is
+a failure that is collected (the remaining cases still run); anything that ends the candidate (an exception from
+its code, a guard) is a Verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from avo.evaluate.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.result import CaseResult
+from avo.evaluate.stage_clock import stage
+
+
+def compile_candidate(ctx: Any, cand: Any) -> None:
+    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
+    if ctx.compile_pool is None or cand.cuda:
+        return
+    from avo.evaluate.precompile import compile_ahead, meta_calls
+
+    ctx.progress.mark("compile", "ahead", cand.index)
+    with stage(cand.result.stage_s, "compile"):
+        compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
+        cand.sentinel.verify("compile")
+
+
+def check_candidate(ctx: Any, cand: Any, forbidden: frozenset[str]) -> None:
+    """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
+    task = ctx.task
+    with stage(cand.result.stage_s, "check"):
+        for i, case in enumerate(task.cases(ctx.check_suite)):
+            ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
+            inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
+            cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite))
+        cand.sentinel.verify("check")
+
+
+def check_case(ctx: Any, cand: Any, case: Any, inputs: tuple, forbidden: frozenset[str],
+               suite: str, ref: Any = None) -> CaseResult:
+    """One watched call on `inputs`, compared with `ref` (default: the task's exact reference on them)."""
+    from avo.evaluate import guards
+    from avo.evaluate.worker import classify
+
+    task = ctx.task
+    tolerance = task.tolerance(case.dtype)
+    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
+    if ref is None:
+        ref = task.reference(*inputs)
+    before = guards.fingerprint(inputs)
+    try:
+        out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
+        guards.check_inputs_unchanged(before, inputs)
+    except Exception as exc:
+        raise classify(exc, cand, f"case {case.name}") from None
+    shape, dtype = task.output_like(case, inputs)
+    device = next((x.device for x in inputs if hasattr(x, "device")), None)
+    try:
+        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
+                                    tolerance=tolerance, case=case.name)
+        row.correct = True
+    except CaseFailure as failure:
+        row.correct, row.message = False, failure.message
+        if failure.rule == "check.mismatch":
+            from avo.tasks import relative_error
+
+            row.rel_err = relative_error(out, ref)
+        cand.failures.append(failure)
+    return row
