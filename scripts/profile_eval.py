@@ -32,20 +32,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.device == "interpret":  # the tiny suite under the interpreter: for trying the script without a GPU
         os.environ["TRITON_INTERPRET"] = "1"
-    suite = "tiny" if args.device == "interpret" else None
 
     from avo.config import EvalConfig
     from avo.evaluate import worker
+    from avo.evaluate.harness import Evaluator
+    from avo.gpus import PROFILES
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    evaluator = Evaluator(args.kernel, device=args.device, gpu=PROFILES[args.gpu], config=EvalConfig(seed=0))
     with tempfile.TemporaryDirectory() as tmp:
-        request = {
-            "mode": "evaluate", "task": args.kernel, "device": args.device, "gpu": args.gpu,
-            "candidates": [str(Path(args.candidate).resolve())],
-            "check_suite": suite or "check", "bench_suite": suite or "bench",
-            "seed": 0, "config": EvalConfig().model_dump(mode="json"), "spawned_at": time.time(),
-        }
+        request = evaluator.request([Path(args.candidate)], "evaluate")
         progress = worker.Progress(open(Path(tmp) / "progress", "w"))
         profiler = cProfile.Profile()
         started = time.perf_counter()

@@ -87,19 +87,22 @@ class Evaluator:
         return {"import": cfg.import_timeout_s, "check": cfg.check_timeout_s, "bench": cfg.bench_timeout_s,
                 "done": DONE_GRACE_S}
 
+    def request(self, candidate_dirs: list[Path], mode: str) -> dict:
+        """What the worker is asked to do (`worker.run`'s request), less where it writes its result and progress."""
+        check_suite, bench_suite = self.suites()
+        return {
+            "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
+            "candidates": [str(Path(p).resolve()) for p in candidate_dirs],
+            "check_suite": check_suite, "bench_suite": bench_suite, "seed": self.config.seed,
+            "config": self.config.model_dump(mode="json"), "spawned_at": time.time(),
+        }
+
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="avo-eval-") as tmp:
             tmp_path = Path(tmp)
-            check_suite, bench_suite = self.suites()
-            request = {
-                "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
-                "candidates": [str(p.resolve()) for p in candidate_dirs],
-                "check_suite": check_suite, "bench_suite": bench_suite, "seed": self.config.seed,
-                "config": self.config.model_dump(mode="json"),
-                "result_path": str(tmp_path / "result.json"), "progress_path": str(tmp_path / "progress"),
-                "spawned_at": time.time(),
-            }
+            request = dict(self.request(candidate_dirs, mode), result_path=str(tmp_path / "result.json"),
+                           progress_path=str(tmp_path / "progress"))
             (tmp_path / "request.json").write_text(json.dumps(request))
             (tmp_path / "progress").touch()
             workdir = tmp_path / "cwd"

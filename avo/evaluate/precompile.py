@@ -49,14 +49,10 @@ class CompilePool:
         barrier.wait(30)
 
 
-def pool_for(task: Any, candidate_dirs: list) -> CompilePool | None:
-    """A parked pool where compiling ahead applies: a task that opts in (its wrappers run on meta tensors), a Triton
-    with AsyncCompileMode, and some candidate without CUDA sources (those compile through their own wrapper)."""
-    from avo.evaluate.cuda_compile import has_cuda_sources
-
+def pool_for(task: Any) -> CompilePool | None:
+    """A parked pool where compiling ahead applies: a task that opts in (its wrappers run on meta tensors) and a
+    Triton with AsyncCompileMode."""
     if not getattr(task, "compile_ahead", False) or not supported():
-        return None
-    if all(has_cuda_sources(d) for d in candidate_dirs):
         return None
     return CompilePool()
 

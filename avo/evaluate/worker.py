@@ -4,9 +4,9 @@ Runs in its own process group with a scrubbed environment (see harness.py). Orde
 Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its
 first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing candidate
 interleaved with the library. Stage starts are appended to a progress file, so the parent can apply per-stage limits
-and say where a candidate hung. The verdict is written to a result file opened
-before any candidate code runs (candidate code may print to stdout); then the process exits at once, so threads a
-candidate left behind cannot hold it open.
+and say where a candidate hung. The verdict is written to a result file opened before any candidate code runs
+(candidate code may print to stdout); then the process exits at once, so threads a candidate left behind cannot hold
+it open.
 """
 
 from __future__ import annotations
@@ -116,13 +116,12 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
     from avo.evaluate import guards
 
     ctx.progress.mark("static", who=cand.index)
-    cuda_sources = cand.cuda = has_cuda_sources(cand.path)
     with stage(cand.result.stage_s, "static"):
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
         cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
         if not cand.reference_wrapper:
             guards.check_static(cand.path, ctx.task.name)
-        if cuda_sources and ctx.device == "cuda":
+        if cand.cuda and ctx.device == "cuda":
             from avo.cuda import prepare
 
             prepare(0)  # CuPy/NVRTC start-up (threads, lazy bindings) happens before the Sentinel's snapshot
@@ -140,7 +139,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         except CandidateLoadError as exc:
             raise Verdict("compile_error", exc.rule, exc.message) from None
         cand.sentinel.verify("import")
-        if cuda_sources and ctx.device != "cuda":
+        if cand.cuda and ctx.device != "cuda":
             raise Verdict(*no_gpu_outcome(cand.path, ctx.gpu.arch))
 
 
@@ -185,7 +184,6 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     from avo.gpus import PROFILES
 
     startup = time.time() - float(request.get("spawned_at") or time.time())  # interpreter start and imports
-    setup_started = time.perf_counter()
     setup = Parts("setup")
     setup.start("task")
     task = tasks.load(request["task"])
@@ -194,7 +192,7 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     ctx = Context(task=task, device=request["device"], gpu=PROFILES[request["gpu"]], config=request["config"],
                   seed=seed, progress=progress, check_suite=request["check_suite"], bench_suite=bench_suite)
     base = _base_fields(ctx)
-    cands = [Candidate(i, Path(p).resolve(), EvalResult(status="crash", **base))
+    cands = [Candidate(i, Path(p).resolve(), EvalResult(status="crash", **base), cuda=has_cuda_sources(Path(p)))
              for i, p in enumerate(request["candidates"])]
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
@@ -207,7 +205,7 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     for cand in cands:
         # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went.
         cand.result.stage_s["startup"] = round(max(0.0, startup), 3)
-        cand.result.stage_s["setup"] = round(time.perf_counter() - setup_started, 3)
+        cand.result.stage_s["setup"] = round(sum(setup.seconds.values()), 3)
         cand.result.stage_s.update(setup.seconds)
     for cand in cands:
         try:
@@ -257,8 +255,8 @@ def _warm_toolchain(ctx: Context) -> None:
 def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
     from avo.evaluate import precompile
 
-    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True)
-    return precompile.pool_for(ctx.task, [c.path for c in cands]) if wanted else None
+    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True) and not all(c.cuda for c in cands)
+    return precompile.pool_for(ctx.task) if wanted else None
 
 
 def _base_fields(ctx: Context) -> dict:

@@ -118,7 +118,7 @@ def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_th
     assert _tuned.cache == {}
 
 
-def test_the_pool_exists_only_where_compiling_ahead_applies(tmp_path):
+def test_the_pool_exists_only_where_compiling_ahead_applies():
     from types import SimpleNamespace
 
     from avo.evaluate.worker import _compile_pool
@@ -126,12 +126,7 @@ def test_the_pool_exists_only_where_compiling_ahead_applies(tmp_path):
     class Task:
         compile_ahead = True
 
-    triton_dir, cuda_dir = tmp_path / "triton", tmp_path / "cuda"
-    for folder in (triton_dir, cuda_dir):
-        folder.mkdir()
-        (folder / "kernel.py").write_text("")
-    (cuda_dir / "kernel.cu").write_text("")
-    triton_only, cuda_only = [SimpleNamespace(path=triton_dir)], [SimpleNamespace(path=cuda_dir)]
+    triton_only, cuda_only = [SimpleNamespace(cuda=False)], [SimpleNamespace(cuda=True)]
 
     def ctx(device="cuda", on=True, task=Task()):
         return SimpleNamespace(device=device, config={"compile_ahead": on}, task=task)
