@@ -32,6 +32,8 @@ class EvalConfig(_Strict):
     """Limit for the timing stage (the `bench` suite, library timed alongside)."""
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    launch_shield_us: float = Field(default=50.0, ge=0.0)
+    """Device spin before each timed call's start event, so host launch work is not timed (evaluate/timing.py)."""
     compile_ahead: bool = True
     """Compile a Triton candidate's kernels for every case in parallel before the check stage (evaluate/precompile.py);
     off, each compiles on its first launch, one after another."""

@@ -3,7 +3,9 @@
 On a GPU every call is timed with CUDA events on the current stream, after an L2 flush, on inputs the caller prepares
 fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event recorded
 after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up there
-(`sync_gap_ms`). Contenders alternate call by call, in rounds whose order flips every other round, so clock, power
+(`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so the
+host's launch work for the call (Python wrappers, Triton's launcher, tensor-descriptor encoding) happens while the
+device is still busy and never lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every other round, so clock, power
 and thermal drift hit all of them alike; a contender's time is the median of its per-round medians.
 
 Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
@@ -27,6 +29,8 @@ INTERPRETER_ROUNDS = 3
 MIN_CALLS_PER_BLOCK = 1
 """Calls per contender per round at least; `rep_ms` sets more for short calls (a 30 ms call is timed once a round)."""
 MAX_CALLS_PER_BLOCK = 200
+SPIN_CYCLES_PER_US = 2000
+"""Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
 FLUSH_FACTOR = 4
 """The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
 
@@ -90,10 +94,12 @@ class L2Flush:
 
 
 def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int, warmup_ms: float, rep_ms: float,
-                     on_output: OnOutput | None = None, rounds: int | None = None) -> dict[str, Measurement]:
-    """Time each contender interleaved with the others; `rep_ms` is the measured time per contender."""
+                     on_output: OnOutput | None = None, rounds: int | None = None,
+                     shield_us: float = 0.0) -> dict[str, Measurement]:
+    """Time each contender interleaved with the others; `rep_ms` is the measured time per contender, `shield_us`
+    how long the device spins before each start event (0: no spin)."""
     if device == "cuda":
-        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds or GPU_ROUNDS)
+        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds or GPU_ROUNDS, shield_us)
     return _time_wall(contenders, on_output, rounds or INTERPRETER_ROUNDS)
 
 
@@ -107,11 +113,25 @@ class _Counter:
         return i
 
 
-def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dict[str, Measurement]:
+class LaunchShield:
+    """Keeps the device busy for about `us` microseconds (a spin kernel; at lower clocks it lasts longer)."""
+
+    def __init__(self, us: float):
+        self.cycles = int(us * SPIN_CYCLES_PER_US)
+
+    def __call__(self) -> None:
+        if self.cycles > 0:
+            import torch
+
+            torch.cuda._sleep(self.cycles)
+
+
+def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us) -> dict[str, Measurement]:
     import torch
 
     synchronize = torch.cuda.synchronize
     flush = L2Flush(l2_bytes)
+    shield = LaunchShield(shield_us)
     counter = _Counter(contenders)
 
     def call(c: Contender) -> tuple[int, tuple, Any, tuple]:
@@ -120,6 +140,7 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds) -> dic
         i = counter.take(c.name)
         args = c.prepare(i)
         flush()
+        shield()
         start.record()
         out = c.run(args)
         end.record()

@@ -69,6 +69,31 @@ def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
     assert 0.9 <= result["a"].ms < 20
 
 
+def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
+    """Each timed call: flush, spin (shield_us x 2000 cycles), start event, then the call; no spin at shield 0."""
+    import avo.evaluate.timing as timing
+
+    log: list = []
+
+    class Event(_FakeEvent):
+        def record(self):
+            log.append("event")
+            super().record()
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: log.append("flush")))
+    run = Contender("a", lambda i: (i,), lambda args: log.append("run"))
+    time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1, shield_us=25)
+    calls = [log[i:i + 6] for i in range(0, len(log), 6)]
+    assert len(calls) == 3  # two warm-up calls, one timed
+    assert all(c == ["flush", ("spin", 50_000), "event", "run", "event", "event"] for c in calls), log
+    log.clear()
+    time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1)
+    assert not any(isinstance(x, tuple) for x in log)
+
+
 def test_measurement_median_of_round_medians_and_spread():
     m = Measurement(source="gpu", samples_ms=[1.0, 1.0, 2.0, 2.0], round_medians_ms=[1.0, 3.0, 2.0])
     assert m.ms == 2.0
@@ -164,3 +189,21 @@ def test_side_stream_work_shows_as_a_sync_gap():
     gap = result["cheat"].sync_gap_ms - result["library"].sync_gap_ms
     assert result["cheat"].ms < 0.5 * result["library"].ms
     assert gap > 0.5 * result["library"].ms
+
+
+@pytest.mark.gpu
+def test_launch_shield_keeps_host_launch_work_out_of_the_timed_interval():
+    """A call whose host side takes 2 ms before its kernel is queued: without a shield the 2 ms are timed, with one
+    longer than that they are not."""
+    x = torch.randn(1 << 20, device="cuda")
+
+    def slow_launch(args):
+        time.sleep(0.002)
+        return args[0] * 2
+
+    slow = Contender("slow", lambda i: (x,), slow_launch)
+    bare = time_interleaved([slow], device="cuda", l2_bytes=1 << 20, warmup_ms=0, rep_ms=10)["slow"].ms
+    shielded = time_interleaved([slow], device="cuda", l2_bytes=1 << 20, warmup_ms=0, rep_ms=10,
+                                shield_us=4000)["slow"].ms
+    assert bare > 1.8, bare
+    assert shielded < 0.3, shielded
