@@ -3,16 +3,17 @@
 #   bash scripts/gpu_evolve_pair.sh start [MINUTES]   launches both in the background (survives this shell)
 #   bash scripts/gpu_evolve_pair.sh finish            waits for both, then exports each run and its report to $OUT
 # Needs avo importable (scripts/gpu_validate.sh setup) and two GPUs; logs and runs stay under /tmp/avo-pair.
+# EVOLVE_KERNELS="attention" starts only that one (on GPU 0).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 PAIR=/tmp/avo-pair
-KERNELS=(attention gemm)
+KERNELS=(${EVOLVE_KERNELS:-attention gemm})
 
 start() {
   local minutes=${1:-10}
   local hours; hours=$(python3 -c "print($minutes / 60)")
   mkdir -p "$PAIR"
-  for i in 0 1; do
+  for i in "${!KERNELS[@]}"; do
     local kernel=${KERNELS[$i]}
     CUDA_VISIBLE_DEVICES=$i setsid nohup avo evolve --kernel "$kernel" --seed-kernel "kernels/$kernel/triton_naive" \
       --hours "$hours" --agent heuristic --seed 0 --quiet --runs-dir "$PAIR/runs-$kernel" \

@@ -115,9 +115,10 @@ def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_rea
 
     knobs = parse_knobs((KERNELS / "attention/triton_naive/kernel.py").read_text())
     point = point_of(knobs)
-    assert {point[name] for name in ("EXP2", "MASK_SPLIT", "HEAVY_FIRST")} == {False}
+    assert {point[name] for name in ("EXP2", "MASK_SPLIT", "HEAVY_FIRST", "FMA_SCALE")} == {False}
     shape = Shape(kind="attention", roles=roles(knobs))
     by_name = {k.name: k for k in knobs}
-    for name, words in (("EXP2", "ex2"), ("MASK_SPLIT", "pay for masks"), ("HEAVY_FIRST", "most keys")):
+    for name, words in (("EXP2", "ex2"), ("MASK_SPLIT", "pay for masks"), ("HEAVY_FIRST", "most keys"),
+                        ("FMA_SCALE", "multiply-add")):
         guess = estimate(shape, by_name, point, dict(point, **{name: True}), None)
         assert guess.gain > 0 and words in guess.reason, (name, guess)

@@ -38,6 +38,19 @@ def test_seed_is_correct_on_tiny_suite_under_interpreter(task_name, seed, interp
         assert row["err"] <= row["tol"], f"{row['case']}: relative error {row['err']:.3g}"
 
 
+NAIVE_SWITCHES = ("EXP2", "MASK_SPLIT", "HEAVY_FIRST", "FMA_SCALE")
+
+
+@pytest.mark.parametrize("switch", NAIVE_SWITCHES + ("all",))
+def test_naive_attention_switches_are_correct_under_interpreter(switch, interpreted_tiny_check):
+    """Each structural switch of the naive attention seed, alone and all together, computes the same attention."""
+    on = NAIVE_SWITCHES if switch == "all" else (switch,)
+    rows = interpreted_tiny_check("attention", "triton_naive", **{name: True for name in on})
+    assert len(rows) == len(load("attention").cases("tiny"))
+    for row in rows:
+        assert row["layout_ok"] and row["err"] <= row["tol"], row
+
+
 @pytest.mark.parametrize("task_name,seed", SEEDS)
 def test_seed_has_tune_knobs_whose_default_is_a_choice(task_name, seed):
     text = (KERNELS / task_name / seed / "kernel.py").read_text()
@@ -59,6 +72,19 @@ def test_tiled_gemm_default_config():
 def test_seed_is_correct_on_gpu(task_name, seed, compiled_seed):
     task = load(task_name)
     module = compiled_seed(task_name, seed)
+    bench = task.cases("bench")
+    _check(task, module, task.cases("check") + [min(bench, key=task.flops)], "cuda")
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tiles", [(64, 64, 4), (128, 128, 8)])
+def test_naive_attention_with_every_switch_is_correct_on_gpu(tiles, compiled_seed):
+    """All four switches on, with the tiles the search favours and the big ones, on the check shapes."""
+    task = load("attention")
+    block_m, block_n, warps = tiles
+    module = compiled_seed("attention", "triton_naive", BLOCK_M=block_m, BLOCK_N=block_n, NUM_WARPS=warps,
+                           NUM_STAGES=3, **{name: True for name in NAIVE_SWITCHES})
     bench = task.cases("bench")
     _check(task, module, task.cases("check") + [min(bench, key=task.flops)], "cuda")
     torch.cuda.synchronize()

@@ -125,13 +125,14 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
 
 
 _FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
-                ("warp_spec", 1.03), ("causal_split", 1.03), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
+                ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
 _FLAG_WHY = {
     "exp2": "one ex2 per score with log2(e) folded into the scale, instead of exp's extra multiply",
     "mask_split": "only the key blocks on the diagonal or the sequence end pay for masks",
     "causal_split": "only the key blocks on the diagonal pay for the causal mask",
     "heavy_first": "the causal query blocks with the most keys start first, the short ones fill the tail",
+    "fma": "scaling the row maximum instead of every score fuses scale and subtract into one multiply-add",
     "tma": "tensor-memory-accelerator loads free the warps from address arithmetic",
     "persist": "persistent programs skip launch and tail effects",
 }
