@@ -1,6 +1,6 @@
 """Copy a candidate folder with some `# avo: tune` knobs set to other values, for side-by-side benches.
 
-    python scripts/knob_variant.py kernels/attention/triton_naive /tmp/v/tma TMA=True NUM_STAGES=3
+    python scripts/knob_variant.py kernels/attention/triton_naive /tmp/v/exp2 EXP2=True NUM_STAGES=3
 
 Values are Python literals (64, True, 'x'); every knob named must exist. Prints the new folder.
 """

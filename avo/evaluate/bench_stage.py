@@ -140,7 +140,7 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
     parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
                                 warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
-                                on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 0.0)))
+                                on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 50.0)))
     parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)

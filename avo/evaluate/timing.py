@@ -4,9 +4,10 @@ On a GPU every call is timed with CUDA events on the current stream, after an L2
 fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event recorded
 after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up there
 (`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so the
-host's launch work for the call (Python wrappers, Triton's launcher, tensor-descriptor encoding) happens while the
-device is still busy and never lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every other round, so clock, power
-and thermal drift hit all of them alike; a contender's time is the median of its per-round medians.
+host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and never
+lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every
+other round, so clock, power and thermal drift hit all of them alike; a contender's time is the median of its
+per-round medians.
 
 Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
 performance and are labelled "interpreter" wherever they appear.

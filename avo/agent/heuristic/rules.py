@@ -125,7 +125,8 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
 
 
 _FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
-                ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
+                ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02),
+                ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
 _FLAG_WHY = {
     "exp2": "one ex2 per score with log2(e) folded into the scale, instead of exp's extra multiply",
