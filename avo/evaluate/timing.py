@@ -118,13 +118,14 @@ class LaunchShield:
     """Keeps the device busy for about `us` microseconds (a spin kernel; at lower clocks it lasts longer)."""
 
     def __init__(self, us: float):
+        import torch
+
         self.cycles = int(us * SPIN_CYCLES_PER_US)
+        self._spin = torch.cuda._sleep if self.cycles > 0 else None
 
     def __call__(self) -> None:
-        if self.cycles > 0:
-            import torch
-
-            torch.cuda._sleep(self.cycles)
+        if self._spin is not None:
+            self._spin(self.cycles)
 
 
 def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us) -> dict[str, Measurement]:
