@@ -14,7 +14,9 @@ Nothing is compiled at import, so kernel.py imports without a GPU; the first lau
 live on, with its architecture-specific features (sm_90a on Hopper, sm_100a on Blackwell), and the cubin is cached
 in the process by source, headers, options and target. Kernels run on torch's current stream. Arguments: a CUDA
 tensor passes its data pointer, a Python int an `int` (32-bit), a float a `float`, a bool a `bool`; a numpy scalar
-passes as it is (numpy.int64 for a `long long`). Compile errors raise CudaCompileError with NVRTC's log.
+passes as it is (numpy.int64 for a `long long`); a `tensor_map(...)` passes a TMA tensor map by value (declare it
+`const __grid_constant__` in the kernel; see cuda_tensor_map.py). Compile errors raise CudaCompileError with
+NVRTC's log.
 
 This module is the one part of avo a candidate may import: the compile path and the stream stay the evaluator's.
 Includes must stay inside the candidate's folder (or be plain system headers), so a compile log cannot show files
@@ -31,7 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Build", "CudaCompileError", "CudaModule", "declared_builds", "load_module", "prepare", "target_arch"]
+from avo.cuda_tensor_map import TensorMap, tensor_map
+
+__all__ = ["Build", "CudaCompileError", "CudaModule", "TensorMap", "declared_builds", "load_module", "prepare",
+           "target_arch", "tensor_map"]
 
 LOG_LIMIT = 4000
 """Characters of a compiler log kept for the agent (the first errors matter; the rest are usually consequences)."""
@@ -331,6 +336,8 @@ def _kernel_arg(value: Any) -> Any:
 
     if isinstance(value, torch.Tensor):
         return numpy.uint64(value.data_ptr())
+    if isinstance(value, TensorMap):
+        return value.arg
     if isinstance(value, bool | numpy.bool_):
         return numpy.bool_(value)
     if isinstance(value, numpy.generic):
@@ -341,5 +348,5 @@ def _kernel_arg(value: Any) -> Any:
         return numpy.int32(value)
     if isinstance(value, float):
         return numpy.float32(value)
-    raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools or numpy "
-                    "scalars")
+    raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools, numpy "
+                    "scalars or tensor maps")

@@ -44,7 +44,8 @@ FORBIDDEN_MODULES = (
     "torch._subclasses", "torch.overrides", "_posixsubprocess", "posix", "nt", "mmap", "resource", "atexit",
 )
 SANCTIONED = frozenset(
-    "avo.cuda avo.cuda.load_module avo.cuda.CudaModule avo.cuda.CudaCompileError avo.cuda.target_arch".split()
+    "avo.cuda avo.cuda.load_module avo.cuda.CudaModule avo.cuda.CudaCompileError avo.cuda.target_arch "
+    "avo.cuda.tensor_map avo.cuda.TensorMap".split()
 )
 """The one part of avo a candidate may import: the NVRTC/CuPy path for CUDA C++ sources (its public names only)."""
 

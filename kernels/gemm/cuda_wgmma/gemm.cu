@@ -1,0 +1,287 @@
+// C = A B on Hopper's warpgroup tensor cores: A [M, K], B [K, N], C [M, N], row-major bf16 or fp16, fp32
+// accumulation. Needs K and N multiples of 8 (16-byte rows, for TMA); kernel.py sends other shapes to gemm_simple.
+//
+// Why it is fast:
+//   - warp specialization: warpgroup 0 is the producer, one thread of it issuing TMA copies of A and B tiles into a
+//     STAGES-deep shared-memory ring; CONSUMERS warpgroups only issue wgmma. Full/empty mbarriers per stage hand
+//     the slots back and forth, so loads of the next K-steps run under the current products;
+//   - wgmma reads both operands straight from shared memory in TMA's 128-byte swizzle (no bank conflicts, no
+//     ldmatrix), 64 x BLOCK_N x 16 per instruction, accumulators in registers; setmaxnreg moves registers from the
+//     producer (which needs few) to the consumers (BLOCK_N / 2 accumulators per thread and sub-tile);
+//   - persistent: one block per SM walks the output tiles in grouped order (GROUP_M tile-rows advance together
+//     along N, so the A and B panels the SMs need at the same time stay in L2), and the producer runs ahead into the
+//     next tile while the consumers store the last one;
+//   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
+//   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
+//     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
+// Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
+#include "hopper.cuh"
+#include "wgmma.cuh"
+
+#ifndef BLOCK_M
+#define BLOCK_M 128
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 256
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef MMA_LAG
+#define MMA_LAG 0
+#endif
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+#ifndef TMA_STORE
+#define TMA_STORE 1
+#endif
+
+constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
+constexpr int THREADS = 128 * (CONSUMERS + 1);
+constexpr int WG_M = BLOCK_M / CONSUMERS;          // rows of C per consumer warpgroup
+constexpr int SUB_M = WG_M / 64;                   // m64 sub-tiles per consumer
+constexpr int ACC = BLOCK_N / 2;                   // fp32 accumulators per thread per sub-tile
+constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
+constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
+constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int C_BOX_BYTES = 64 * 64 * 2;           // C leaves as boxes of 64 x 64
+constexpr int C_BYTES = TMA_STORE ? WG_M * BLOCK_N * 2 : 0;  // per consumer
+constexpr int PRODUCER_REGS = 40;
+constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
+// kernel.py passes STAGES * STAGE_BYTES + CONSUMERS * C_BYTES + 1024 (alignment) + 1024 (barriers) bytes of dynamic
+// shared memory.
+
+static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS must be 64 or 128");
+static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 256, "BLOCK_N must be 64, 128, 192 or 256");
+static_assert(SUB_M * ACC <= 128, "accumulators past 128 registers per thread would spill");
+static_assert(STAGES >= 2, "STAGES must be at least 2");
+
+template <bool FP16>
+__device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db, int scale) {
+    if constexpr (FP16) wgmma_f16(d, da, db, scale);
+    else wgmma_bf16(d, da, db, scale);
+}
+
+__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = (tile / per_group) * GROUP_M;
+    const int rows = min(tiles_m - first_m, GROUP_M);
+    tm = first_m + (tile % per_group) % rows;
+    tn = (tile % per_group) / rows;
+}
+
+// The 16-row K-slice `kk` of one stage, for sub-tile `sub` of consumer `c`: A is K-major (rows of 128 bytes, 8-row
+// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart).
+__device__ __forceinline__ unsigned long long desc_a(const unsigned char* sa, int row0, int kk) {
+    return smem_desc(sa + row0 * 128 + kk * 32, 16, 1024);
+}
+__device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, int kk) {
+    return smem_desc(sb + kk * 16 * 128, B_BOX_BYTES, 1024);
+}
+
+template <bool FP16>
+__device__ __forceinline__ void store_tile(const float (&d)[SUB_M][ACC], unsigned short* C, int M, int N, int row0,
+                                           int col0) {
+    const int t = threadIdx.x % 128;
+    const int r = row0 + (t / 32) * 16 + (t % 32) / 4;
+    const int c = col0 + (t % 4) * 2;
+#pragma unroll
+    for (int s = 0; s < SUB_M; ++s) {
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 8; ++j) {
+            const int col = c + j * 8;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = r + s * 64 + h * 8;
+                if (row < M && col < N) {
+                    const float lo = d[s][j * 4 + h * 2], hi = d[s][j * 4 + h * 2 + 1];
+                    const unsigned v = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+                    *reinterpret_cast<unsigned*>(C + static_cast<long long>(row) * N + col) = v;
+                }
+            }
+        }
+    }
+}
+
+// The consumer's finished WG_M x BLOCK_N tile into its staging buffer as 64 x 64 boxes laid out as TMA's 128-byte
+// swizzle expects (16-byte chunk index XOR row % 8), then to C through TMA. The buffer is reused only after the
+// previous tile's store has read it.
+template <bool FP16>
+__device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], unsigned char* staging,
+                                               const TensorMap* map_c, int consumer, int row0, int col0) {
+    const int t = threadIdx.x % 128;
+    if (t == 0) tma_store_wait_read();
+    named_barrier(1 + consumer, 128);
+    const int r = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+    for (int s = 0; s < SUB_M; ++s) {
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 8; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = r + h * 8;
+                unsigned char* box = staging + (s * (BLOCK_N / 64) + j / 8) * C_BOX_BYTES;
+                const int offset = row * 128 + (((j % 8) ^ (row % 8)) * 16) + (t % 4) * 4;
+                const float lo = d[s][j * 4 + h * 2], hi = d[s][j * 4 + h * 2 + 1];
+                *reinterpret_cast<unsigned*>(box + offset) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+            }
+        }
+    }
+    fence_async_smem();
+    named_barrier(1 + consumer, 128);
+    if (t == 0) {
+#pragma unroll
+        for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+            for (int box = 0; box < BLOCK_N / 64; ++box)
+                tma_store_2d(map_c, staging + (s * (BLOCK_N / 64) + box) * C_BOX_BYTES, col0 + box * 64,
+                             row0 + s * 64);
+        tma_store_commit();
+    }
+}
+
+template <bool FP16>
+__device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
+                                          unsigned short* C, int M, int N, int K) {
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
+                                                                     CONSUMERS * C_BYTES);
+    unsigned long long* empty = full + STAGES;
+
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], CONSUMERS);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
+    const int tiles = tiles_m * tiles_n, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+
+    if (wg == 0) {
+        regs_dealloc<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(map_a);
+            tma_prefetch_map(map_b);
+            int stage = 0, phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int tm, tn;
+                tile_coords(tile, tiles_m, tiles_n, tm, tn);
+                for (int k = 0; k < k_steps; ++k) {
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    unsigned char* sa = smem + stage * STAGE_BYTES;
+                    unsigned char* sb = sa + A_BYTES;
+                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
+                    tma_load_2d(sa, map_a, &full[stage], k * BLOCK_K, tm * BLOCK_M);
+#pragma unroll
+                    for (int box = 0; box < BLOCK_N / 64; ++box)
+                        tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64, k * BLOCK_K);
+                    if (++stage == STAGES) { stage = 0; phase ^= 1; }
+                }
+            }
+        }
+    } else {
+        regs_alloc<CONSUMER_REGS>();
+        const int consumer = wg - 1;
+        float d[SUB_M][ACC];
+        int stage = 0, phase = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int tm, tn;
+            tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
+            for (int k = 0; k < k_steps; ++k) {
+                mbar_wait(&full[stage], phase);
+                const unsigned char* sa = smem + stage * STAGE_BYTES;
+                const unsigned char* sb = sa + A_BYTES;
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+#pragma unroll
+                    for (int s = 0; s < SUB_M; ++s)
+                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), desc_b(sb, kk), k > 0 || kk > 0);
+                }
+                wgmma_commit();
+                if constexpr (MMA_LAG) {
+                    wgmma_wait<1>();
+                    if (released >= 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[released]);
+                    released = stage;
+                } else {
+                    wgmma_wait<0>();
+                    if (threadIdx.x % 128 == 0) mbar_arrive(&empty[stage]);
+                }
+                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+            }
+            if constexpr (MMA_LAG) {
+                wgmma_wait<0>();
+                if (released >= 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[released]);
+            }
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s) fence_regs(d[s]);
+            if constexpr (TMA_STORE)
+                store_tile_tma<FP16>(d, smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
+                                     tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
+            else
+                store_tile<FP16>(d, C, M, N, tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
+        }
+        if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
+    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
+    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K);
+}
+
+// Shapes TMA cannot address (rows not 16-byte aligned): one thread per output element, fp32 accumulation. Only the
+// small odd shapes of the check suite come here.
+template <bool FP16>
+__device__ __forceinline__ float to_float(unsigned short v) {
+    if constexpr (FP16) {
+        float f;
+        asm("{ .reg .f16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v));
+        return f;
+    } else {
+        return __uint_as_float(static_cast<unsigned>(v) << 16);
+    }
+}
+
+template <bool FP16>
+__device__ __forceinline__ void simple_body(const unsigned short* A, const unsigned short* B, unsigned short* C,
+                                            int M, int N, int K) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= N) return;
+    for (int row = blockIdx.y; row < M; row += gridDim.y) {
+        float acc = 0.f;
+        for (int k = 0; k < K; ++k)
+            acc += to_float<FP16>(A[static_cast<long long>(row) * K + k]) *
+                   to_float<FP16>(B[static_cast<long long>(k) * N + col]);
+        const unsigned packed = FP16 ? pack_f16(acc, 0.f) : pack_bf16(acc, 0.f);
+        C[static_cast<long long>(row) * N + col] = static_cast<unsigned short>(packed & 0xFFFF);
+    }
+}
+
+extern "C" __global__ void gemm_simple_bf16(const unsigned short* A, const unsigned short* B, unsigned short* C,
+                                            int M, int N, int K) {
+    simple_body<false>(A, B, C, M, N, K);
+}
+
+extern "C" __global__ void gemm_simple_fp16(const unsigned short* A, const unsigned short* B, unsigned short* C,
+                                            int M, int N, int K) {
+    simple_body<true>(A, B, C, M, N, K);
+}
