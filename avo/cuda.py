@@ -266,9 +266,23 @@ def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...]
             log = trim_log(nvrtc.getProgramLog(program), build.folder) or str(exc)
             arch = next(o.split("=", 1)[1] for o in options if o.startswith("-arch="))
             raise CudaCompileError(f"{name}: NVRTC could not compile it for {arch}:\n{log}") from None
-        return nvrtc.getCUBIN(program), mapping
+        return _whole_elf(nvrtc.getCUBIN(program)), mapping
     finally:
         nvrtc.destroyProgram(program)
+
+
+def _whole_elf(cubin: bytes) -> bytes:
+    """The cubin with the byte CuPy's getCUBIN strips as if it were a string's terminating NUL put back. The last
+    bytes of a cubin are its program-header table, whose final field (p_align) ends in a zero high byte; the driver
+    loads the cut file, but cuobjdump and nvdisasm refuse it."""
+    import struct
+
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return cubin
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    extent = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return cubin + b"\0" if extent == len(cubin) + 1 else cubin
 
 
 def prepare(device: int = 0) -> None:

@@ -144,6 +144,48 @@ def test_nvrtc_compiles_for_hopper_and_caches_by_content(tmp_path):
 
 
 @needs_nvrtc
+def test_nvrtc_cubin_is_a_whole_elf_file_the_disassembler_reads(tmp_path):
+    from avo.profile.sass import sass_text
+
+    cubin = load_entry(candidate(tmp_path), "entry").__globals__["module"].compile("sm_90a")
+    assert cuda._whole_elf(cubin) is cubin and cuda._whole_elf(cubin[:-1]) == cubin  # the cut byte comes back
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    assert "Function : scale" in sass_text(path)
+
+
+def test_tensor_maps_pass_by_value_and_refuse_what_tma_cannot_read():
+    raw = bytes(range(128))
+    arg = cuda._kernel_arg(cuda.TensorMap(raw, "test"))
+    assert arg.shape == (1,) and arg.dtype.itemsize == 128 and arg.tobytes() == raw  # one 128-byte value
+    with pytest.raises(ValueError, match="128 bytes"):
+        cuda.TensorMap(raw[:64], "short")
+    with pytest.raises(ValueError, match="needs a CUDA tensor"):
+        cuda.tensor_map(torch.zeros(64, 64), box=(64, 64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,box,error", [
+    ((64, 66), (64, 64), "multiples of 16 bytes"),      # rows of 132 bytes
+    ((64, 64), (64, 128), "swizzle"),                    # a 256-byte box edge is wider than the swizzle
+    ((64, 64), (64,), "dimensions"),
+    ((64, 64), (512, 64), "1 to 256"),
+])
+def test_tensor_map_refuses_layouts_tma_cannot_read_on_gpu(shape, box, error):
+    with pytest.raises(ValueError, match=error):
+        cuda.tensor_map(torch.zeros(shape, dtype=torch.bfloat16, device="cuda"), box=box)
+
+
+@pytest.mark.gpu
+def test_tensor_map_is_encoded_once_per_layout_and_address():
+    x = torch.randn(256, 128, dtype=torch.bfloat16, device="cuda")
+    first = cuda.tensor_map(x, box=(64, 64))
+    assert first.arg.tobytes() != bytes(128) and cuda.tensor_map(x, box=(64, 64)) is first
+    assert cuda.tensor_map(x, box=(128, 64)).arg.tobytes() != first.arg.tobytes()
+    assert cuda.tensor_map(x[64:], box=(64, 64)).arg.tobytes() != first.arg.tobytes()  # another base address
+
+
+@needs_nvrtc
 def test_nvrtc_error_is_the_compilers_message(tmp_path):
     folder = candidate(tmp_path, cu=GOOD_CU + "\nint broken = ;\n")
     module = load_entry(folder, "entry").__globals__["module"]

@@ -122,3 +122,34 @@ def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_rea
                         ("FMA_SCALE", "multiply-add")):
         guess = estimate(shape, by_name, point, dict(point, **{name: True}), None)
         assert guess.gain > 0 and words in guess.reason, (name, guess)
+
+
+def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
+    """cuda_wgmma fixes BLOCK_K by its swizzle and runs two consumer warpgroups: the model reads both from plain
+    constants, so the seed's 128x256 tile counts 128 accumulators per thread (8 MMA warps), not 256 (4 warps)."""
+    from avo.agent.heuristic.rules import accumulator_registers, estimate, fixed_roles
+
+    text = (KERNELS / "gemm/cuda_wgmma/kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    point = point_of(knobs)
+    assert shape.fixed == {"bk": 64, "consumers": 2}
+    assert accumulator_registers(shape, point) == 128 and infeasible(shape, point) is None
+    # three stages of A and B plus the C tile staged for the TMA store: what kernel.py asks for, less its 2 KB
+    assert smem_bytes(shape, point) == (3 * (128 * 64 + 64 * 256) + 128 * 256) * 2
+    assert "shared memory" in infeasible(shape, dict(point, STAGES=4))
+    assert infeasible(shape, dict(point, STAGES=4, TMA_STORE=False)) is None
+    assert infeasible(shape, dict(point, BLOCK_M=256, BLOCK_N=128)) is None
+    by_name = {k.name: k for k in knobs}
+    off = estimate(shape, by_name, dict(point, TMA_STORE=False), point, None)
+    assert off.gain > 0 and "copy engine stores C" in off.reason
+
+
+def test_an_epilogue_split_frees_shared_memory_for_another_stage():
+    text = (KERNELS / "gemm/triton_tma_persistent/kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="gemm", roles=roles(knobs))
+    point = point_of(knobs)
+    assert shape.roles["epilogue_split"] == "EPILOGUE_SPLIT" and infeasible(shape, point) is None
+    assert "shared memory" in infeasible(shape, dict(point, NUM_STAGES=4))
+    assert infeasible(shape, dict(point, NUM_STAGES=4, EPILOGUE_SPLIT=2)) is None

@@ -17,6 +17,7 @@ from avo.tasks import load, relative_error
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 SEEDS = {
     ("gemm", "cuda_mma"): {"gemm_bf16", "gemm_fp16", "gemm_bf16_unaligned", "gemm_fp16_unaligned"},
+    ("gemm", "cuda_wgmma"): {"gemm_bf16", "gemm_fp16", "gemm_simple_bf16", "gemm_simple_fp16"},
     ("attention", "cuda_fa"): {"attention_bf16_d64", "attention_bf16_d128", "attention_fp16_d64",
                                "attention_fp16_d128"},
 }
@@ -61,6 +62,26 @@ def test_seed_compiles_with_nvrtc_for_hopper(task_name, seed):
     assert module.compile("sm_90a")[:4] == b"\x7fELF"
 
 
+HOPPER_SEEDS = {("gemm", "cuda_wgmma"): ("gemm_bf16", "gemm_fp16")}
+"""Seeds built on sm_90a's own instructions, and their kernels that must use them."""
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("task_name,seed", list(HOPPER_SEEDS))
+def test_hopper_seed_uses_wgmma_and_tma_without_local_memory(task_name, seed, tmp_path):
+    from avo.profile.sass import sass_histogram, sass_text, split_sass_functions
+
+    module = load_entry(seed_dir(task_name, seed), load(task_name).entry).__globals__["_module"]
+    cubin = tmp_path / "seed.cubin"
+    cubin.write_bytes(module.compile("sm_90a"))
+    functions = split_sass_functions(sass_text(cubin))
+    for name in HOPPER_SEEDS[(task_name, seed)]:
+        ops = sass_histogram(functions[name])
+        assert ops["HGMMA"] > 0 and ops["UTMALDG"] > 0 and ops["UTMASTG"] > 0, (name, ops.most_common(12))
+        assert ops["USETMAXREG"] >= 2, f"{name}: no register budgets per role (setmaxnreg)"
+        assert ops["LDL"] == ops["STL"] == 0, f"{name} uses local memory"
+
+
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_knobs_reach_the_compiler(task_name, seed):
     folder = seed_dir(task_name, seed)
@@ -69,7 +90,8 @@ def test_seed_knobs_reach_the_compiler(task_name, seed):
     module = load_entry(folder, load(task_name).entry).__globals__["_module"]
     for name, default, choices in knobs:
         assert default in choices.split(), name
-        assert f"-D{name}={default}" in module.build.flags, name
+        value = {"True": "1", "False": "0"}.get(default, default)  # flags reach the compiler as 1 and 0
+        assert f"-D{name}={value}" in module.build.flags, name
 
 
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))

@@ -23,7 +23,10 @@ _ROLE_PATTERNS = {
     "warps": r"(num_)?warps",
     "stages": r"(num_)?stages",
     "head_dim": r"head_dim|block_d(model)?",
+    "consumers": r"consumers|consumer_warpgroups|mma_warpgroups",
+    "epilogue_split": r"epilogue_(split|subtiles?)",
 }
+_CONSTANT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.M)
 
 DEFAULT_SMEM_PER_BLOCK = 227 * 1024
 BYTES_PER_ELEMENT = 2
@@ -36,6 +39,18 @@ def role_of(name: str) -> str | None:
         if re.fullmatch(pattern, base):
             return role
     return None
+
+
+def fixed_roles(source: str, knobs: list[Knob]) -> dict[str, int]:
+    """role -> value of the kernel's plain integer constants that play a role but are no knob (a CUDA seed's
+    `BLOCK_K = 64` fixed by its swizzle, its `CONSUMERS = 2` warpgroups), so the model reads the kernel as it is."""
+    tuned = {k.name for k in knobs}
+    found: dict[str, int] = {}
+    for name, value in _CONSTANT.findall(source):
+        role = role_of(name)
+        if role and name not in tuned and role not in found:
+            found[role] = int(value)
+    return found
 
 
 def roles(knobs: list[Knob]) -> dict[str, str]:
@@ -77,19 +92,41 @@ class Shape:
     roles: dict[str, str]
     smem_limit: int = DEFAULT_SMEM_PER_BLOCK
     head_dim: int = 128
+    fixed: dict[str, int] = field(default_factory=dict)
+    """Roles the kernel sets with plain constants (see fixed_roles)."""
 
     def get(self, point: Point, role: str, default: int) -> int:
         name = self.roles.get(role)
         value = point.get(name) if name else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return default
+            return self.fixed.get(role, default)
         return int(value)
 
 
+def _flag_on(point: Point, part: str) -> bool:
+    return any(isinstance(v, bool) and v and part in k.lower() for k, v in point.items())
+
+
 def tile(shape: Shape, point: Point) -> tuple[int, int, int, int, int]:
-    """(block_m, block_n, block_k, warps, stages) with the usual Triton defaults for missing knobs."""
+    """(block_m, block_n, block_k, warps, stages) with the usual Triton defaults for missing knobs. In a
+    warp-specialized kernel the warps are those of its consumer (tensor-core) warpgroups."""
+    warps = shape.get(point, "warps", 4)
+    consumers = shape.get(point, "consumers", 0)
+    if consumers:
+        warps = 4 * consumers
     return (shape.get(point, "bm", 64), shape.get(point, "bn", 64), shape.get(point, "bk", 32),
-            shape.get(point, "warps", 4), shape.get(point, "stages", 2))
+            warps, shape.get(point, "stages", 2))
+
+
+def staging_elements(shape: Shape, point: Point) -> int:
+    """Elements of the C tile staged in shared memory for a TMA store: the whole tile when a `tma_store` flag is on,
+    one of EPILOGUE_SPLIT column slices where that knob exists, none otherwise."""
+    bm, bn = shape.get(point, "bm", 64), shape.get(point, "bn", 64)
+    if shape.kind != "attention" and _flag_on(point, "tma_store"):
+        return bm * bn
+    if "epilogue_split" in shape.roles:
+        return bm * bn // max(shape.get(point, "epilogue_split", 1), 1)
+    return 0
 
 
 def smem_bytes(shape: Shape, point: Point) -> int:
@@ -100,7 +137,7 @@ def smem_bytes(shape: Shape, point: Point) -> int:
         # Q stays resident; K and V blocks are multi-buffered (the last stage overlaps the consumer).
         elements = bm * d + 2 * bn * d * max(stages - 1, 1)
     else:
-        elements = (bm * bk + bk * bn) * stages
+        elements = (bm * bk + bk * bn) * stages + staging_elements(shape, point)
     return elements * BYTES_PER_ELEMENT
 
 
@@ -124,11 +161,12 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     return None
 
 
-_FLAG_PRIORS = (("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
+_FLAG_PRIORS = (("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
                 ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02),
                 ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
-_FLAG_WHY = {
+_FLAG_WHY = {  # first matching substring wins, so the longer names come first
+    "tma_store": "the copy engine stores C from shared memory while the warps start the next tile's wgmma",
     "exp2": "one ex2 per score with log2(e) folded into the scale, instead of exp's extra multiply",
     "mask_split": "only the key blocks on the diagonal or the sequence end pay for masks",
     "causal_split": "only the key blocks on the diagonal pay for the causal mask",
@@ -136,6 +174,9 @@ _FLAG_WHY = {
     "fma": "scaling the row maximum instead of every score fuses scale and subtract into one multiply-add",
     "tma": "tensor-memory-accelerator loads free the warps from address arithmetic",
     "persist": "persistent programs skip launch and tail effects",
+    "mma_lag": "one stage's wgmma stays in flight while the next stage's is issued",
+    "flatten": "the tile loop and the K loop become one, so loads run ahead across tile boundaries",
+    "warp_spec": "producer warps issue the loads, consumer warps only the tensor-core work",
 }
 
 
@@ -156,6 +197,9 @@ def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[
         factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
         if "group" in shape.roles:
             factors["l2_order"] = .95 if shape.get(point, "group", 1) <= 1 else 1.0
+        if "epilogue_split" in shape.roles:
+            # Slices cost a little extra store work; their gain is the shared memory they free (see infeasible).
+            factors["epilogue"] = _table({1: 1.0, 2: .995, 4: .985}, shape.get(point, "epilogue_split", 1))
     factors["registers"] = 1.0 if regs <= 128 else .9 if regs <= 160 else .6
     big_tile = bm * bn >= 128 * 128 or (shape.kind == "attention" and bm >= 128)
     # Hopper's tensor-core instructions are issued by a warpgroup of 4 warps; big tiles want two of them.
@@ -261,6 +305,9 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
     if key == "warpgroups":
         return f"{w1} warps for a {bm1}x{bn1} tile: " + (
             "one warpgroup per 64 rows of the tensor-core tile" if better else "mismatched to the tile")
+    if key == "epilogue":
+        return f"C stored in {shape.get(new, 'epilogue_split', 1)} slices: " + (
+            "fewer, larger TMA stores" if better else "a smaller staging buffer frees shared memory for stages")
     if key == "l2_order":
         return "grouped tile order reuses A and B in L2" if better else "plain row-major tile order"
     return key

@@ -14,7 +14,7 @@ import re
 from avo.agent.heuristic.facts import facts_from
 from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
 from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
-from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, roles
+from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, fixed_roles, roles
 from avo.agent.heuristic.search import Search, Trial, change_losses
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
@@ -97,7 +97,8 @@ class HeuristicModel:
 
     def _search(self, system: str, h: History, knobs, base_text: str) -> Search:
         kind = _task_kind(system, base_text)
-        shape = Shape(kind=kind, roles=roles(knobs), smem_limit=_smem_limit(system))
+        shape = Shape(kind=kind, roles=roles(knobs), smem_limit=_smem_limit(system),
+                      fixed=fixed_roles(base_text, knobs))
         incumbent = point_from_text(base_text) or {}
         # Lines are independent, so a point can be written iff each of its values can.
         unwritable = {(k.name, v) for k in knobs for v in k.choices if not _renders(base_text, {k.name: v})}

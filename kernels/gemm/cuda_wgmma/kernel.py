@@ -15,10 +15,11 @@ BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
 STAGES = 3  # avo: tune 2 3 4 5 6
 GROUP_M = 8  # avo: tune 1 4 8 16
-MMA_LAG = 0  # avo: tune 0 1
+MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
 
-CONSUMERS = 2
+BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
+CONSUMERS = 2  # wgmma warpgroups per block (BLOCK_M / CONSUMERS rows each); a producer warpgroup comes on top
 _module = load_module("gemm.cu", defines={
     "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "STAGES": STAGES, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
     "CONSUMERS": CONSUMERS, "TMA_STORE": TMA_STORE,
@@ -27,7 +28,7 @@ _KERNELS = {torch.bfloat16: "gemm_bf16", torch.float16: "gemm_fp16"}
 _THREADS = 128 * (CONSUMERS + 1)
 # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE), 1 KB to align the ring to the
 # swizzle atom and 1 KB for barriers.
-_SMEM_BYTES = (STAGES * (BLOCK_M * 64 + 64 * BLOCK_N) + (BLOCK_M * BLOCK_N if TMA_STORE else 0)) * 2 + 2048
+_SMEM_BYTES = (STAGES * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) + (BLOCK_M * BLOCK_N if TMA_STORE else 0)) * 2 + 2048
 
 
 def _sm_count(device) -> int:
@@ -48,8 +49,8 @@ def gemm(a, b):
         name = "gemm_simple_" + _KERNELS[a.dtype].split("_")[1]
         _module.launch(name, (-(-N // 128), min(M, 65535)), 128, (a, b, c, M, N, K))
         return c
-    map_a = tensor_map(a, box=(BLOCK_M, 64))
-    map_b = tensor_map(b, box=(64, 64))
+    map_a = tensor_map(a, box=(BLOCK_M, BLOCK_K))
+    map_b = tensor_map(b, box=(BLOCK_K, 64))
     map_c = tensor_map(c, box=(64, 64))
     tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
     grid = min(tiles, _sm_count(a.device))
