@@ -15,41 +15,71 @@ it holds).
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any
 
 __all__ = ["TensorMap", "tensor_map"]
 
 _SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
-_CACHE_SIZE = 64
+_CACHE_SIZE = 256
+"""Maps kept: enough for the inputs and outputs of several shapes over an evaluation's rotating addresses."""
 _cache: OrderedDict[tuple, TensorMap] = OrderedDict()
+
+
+@functools.lru_cache(maxsize=1)
+def _element_types() -> dict:
+    import torch
+
+    return {torch.bfloat16: "BFLOAT16", torch.float16: "FLOAT16", torch.float32: "FLOAT32", torch.uint8: "UINT8",
+            torch.int32: "INT32"}
 
 
 class TensorMap:
     """An encoded CUtensorMap; `arg` is what the launch passes (a one-element numpy array of 128 bytes, by value)."""
 
-    def __init__(self, raw: bytes, description: str):
+    def __init__(self, raw: bytes, layout: tuple = ()):
         import numpy
 
         if len(raw) != 128:
             raise ValueError(f"a tensor map is 128 bytes; got {len(raw)}")
         self.arg = numpy.frombuffer(raw, dtype=numpy.dtype((numpy.void, 128))).copy()
-        self.description = description
+        self.layout = layout
+        """(dims, dtype, box, swizzle), for reading; formatted only when shown."""
 
     def __repr__(self) -> str:
-        return f"TensorMap({self.description})"
+        return f"TensorMap{self.layout}"
 
 
 def tensor_map(tensor: Any, box: tuple[int, ...], *, swizzle: int = 128) -> TensorMap:
     """The TMA map of a CUDA tensor of 1 to 5 dimensions whose last dimension is contiguous, read in boxes of `box`
     elements (outermost first, like tensor.shape), with a 0, 32, 64 or 128-byte swizzle. Boxes reaching past the
     tensor are zero-filled on load."""
+    # The lookup comes first and stays cheap (a few torch attribute reads): it runs on every launch, inside the
+    # host time of the call.
+    try:
+        key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tuple(box), swizzle)
+    except AttributeError:
+        raise ValueError("tensor_map needs a CUDA tensor") from None
+    found = _cache.get(key)
+    if found is not None:
+        _cache.move_to_end(key)
+        return found
+    found = _encode(tensor, tuple(int(b) for b in box), swizzle)
+    _cache[key] = found
+    if len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    return found
+
+
+def _encode(tensor: Any, box: tuple[int, ...], swizzle: int) -> TensorMap:
+    import numpy
     import torch
+    from cuda.bindings import driver
 
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cuda":
         raise ValueError("tensor_map needs a CUDA tensor")
-    dims, box = tuple(tensor.shape), tuple(int(b) for b in box)
-    element = tensor.element_size()
+    dims, element = tuple(tensor.shape), tensor.element_size()
     if not 1 <= len(dims) <= 5 or len(box) != len(dims):
         raise ValueError(f"tensor of {len(dims)} dimensions with a box of {len(box)}: both 1 to 5 and equal")
     if tensor.stride(-1) != 1:
@@ -62,26 +92,7 @@ def tensor_map(tensor: Any, box: tuple[int, ...], *, swizzle: int = 128) -> Tens
     if swizzle not in _SWIZZLES or (swizzle and box[-1] * element > swizzle):
         raise ValueError(f"swizzle {swizzle}: use 0, 32, 64 or 128 bytes, at least the box's inner edge "
                          f"({box[-1] * element} bytes)")
-    key = (tensor.data_ptr(), dims, strides, tensor.dtype, box, swizzle, tensor.device.index)
-    found = _cache.get(key)
-    if found is None:
-        found = _encode(tensor, dims, strides, box, swizzle)
-        _cache[key] = found
-        if len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(key)
-    return found
-
-
-def _encode(tensor: Any, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...],
-            swizzle: int) -> TensorMap:
-    import numpy
-    import torch
-    from cuda.bindings import driver
-
-    types = {torch.bfloat16: "BFLOAT16", torch.float16: "FLOAT16", torch.float32: "FLOAT32",
-             torch.uint8: "UINT8", torch.int32: "INT32"}
+    types = _element_types()
     if tensor.dtype not in types:
         raise ValueError(f"tensor_map: no TMA element type for {tensor.dtype}")
     rank = len(dims)
@@ -102,5 +113,5 @@ def _encode(tensor: Any, dims: tuple[int, ...], strides: tuple[int, ...], box: t
     if err != driver.CUresult.CUDA_SUCCESS:
         raise ValueError(f"cuTensorMapEncodeTiled refused dims {dims}, strides {strides}, box {box}, "
                          f"swizzle {swizzle}: {err.name}")
-    raw = numpy.array([int(w) for w in encoded.opaque], dtype=numpy.uint64).tobytes()
-    return TensorMap(raw, f"{tuple(dims)} {str(tensor.dtype).removeprefix('torch.')}, box {box}, swizzle {swizzle}")
+    raw = numpy.array(encoded.opaque, dtype=numpy.uint64).tobytes()
+    return TensorMap(raw, (dims, tensor.dtype, box, swizzle))

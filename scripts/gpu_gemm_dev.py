@@ -12,8 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-CHECK = [(128, 256, 64), (256, 512, 128), (1000, 1000, 1000), (512, 768, 2048), (4096, 33, 100), (7, 33, 17),
-         (1, 4096, 1000), (1000, 8, 4096), (300, 520, 72)]
+CHECK = [(128, 256, 64), (1000, 1000, 1000), (512, 768, 2048), (7, 33, 17), (1, 4096, 1000), (300, 520, 72)]
 BENCH = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (16384, 4096, 4096)]
 
 
@@ -29,6 +28,7 @@ def child(folder: str, settings: dict) -> None:
         if f.is_file():
             (work / f.name).write_text(f.read_text())
     defines = [k[2:] for k in settings if k.startswith("D_")]
+    sms = settings.pop("SMS", None)  # SMS=N: launch as if the GPU had N SMs (persistent-grid experiments)
     settings = {k: v for k, v in settings.items() if not k.startswith("D_")}
     for cu in work.glob("*.cu"):  # D_NAME=1: compile with NAME defined (switches that are not knobs)
         cu.write_text("".join(f"#define {d} 1\n" for d in defines) + cu.read_text())
@@ -36,6 +36,8 @@ def child(folder: str, settings: dict) -> None:
     spec = importlib.util.spec_from_file_location("variant", work / "kernel.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if sms:
+        mod._sm_count = lambda device: sms
     for m, n, k in CHECK:
         for dtype in (torch.bfloat16, torch.float16):
             a = torch.randn(m, k, device="cuda", dtype=dtype)

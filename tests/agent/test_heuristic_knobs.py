@@ -143,6 +143,7 @@ def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     by_name = {k.name: k for k in knobs}
     off = estimate(shape, by_name, dict(point, TMA_STORE=False), point, None)
     assert off.gain > 0 and "copy engine stores C" in off.reason
+    assert "multicasts" in estimate(shape, by_name, point, dict(point, CLUSTER_M=2), None).reason
 
 
 def test_an_epilogue_split_frees_shared_memory_for_another_stage():

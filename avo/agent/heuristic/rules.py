@@ -25,6 +25,7 @@ _ROLE_PATTERNS = {
     "head_dim": r"head_dim|block_d(model)?",
     "consumers": r"consumers|consumer_warpgroups|mma_warpgroups",
     "epilogue_split": r"epilogue_(split|subtiles?)",
+    "cluster": r"cluster(_size)?(_m|_n)?",
 }
 _CONSTANT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.M)
 
@@ -197,6 +198,10 @@ def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[
         factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
         if "group" in shape.roles:
             factors["l2_order"] = .95 if shape.get(point, "group", 1) <= 1 else 1.0
+        if "cluster" in shape.roles:
+            # Multicast shares one operand's loads between the blocks of a cluster; the blocks also wait for each
+            # other's consumers before a slot is refilled, so the prior is small and measurement decides.
+            factors["cluster"] = 1.0 if shape.get(point, "cluster", 1) <= 1 else 1.01
         if "epilogue_split" in shape.roles:
             # Slices cost a little extra store work; their gain is the shared memory they free (see infeasible).
             factors["epilogue"] = _table({1: 1.0, 2: .995, 4: .985}, shape.get(point, "epilogue_split", 1))
@@ -305,6 +310,10 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
     if key == "warpgroups":
         return f"{w1} warps for a {bm1}x{bn1} tile: " + (
             "one warpgroup per 64 rows of the tensor-core tile" if better else "mismatched to the tile")
+    if key == "cluster":
+        size = shape.get(new, "cluster", 1)
+        return (f"clusters of {size}: TMA multicasts the shared operand into every block, less traffic from L2"
+                if size > 1 else "no clusters: each block loads its own operands and waits for no partner")
     if key == "epilogue":
         return f"C stored in {shape.get(new, 'epilogue_split', 1)} slices: " + (
             "fewer, larger TMA stores" if better else "a smaller staging buffer frees shared memory for stages")

@@ -12,6 +12,9 @@
 //     along N, so the A and B panels the SMs need at the same time stay in L2), and the producer runs ahead into the
 //     next tile while the consumers store the last one;
 //   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
+//   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
+//     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
+//     traffic from L2); a slot is refilled only when the consumers of both blocks have released it;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 // Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
@@ -39,6 +42,9 @@
 #ifndef TMA_STORE
 #define TMA_STORE 1
 #endif
+#ifndef CLUSTER_M
+#define CLUSTER_M 1
+#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -60,6 +66,9 @@ static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS m
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 256, "BLOCK_N must be 64, 128, 192 or 256");
 static_assert(SUB_M * ACC <= 128, "accumulators past 128 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
+static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
+constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts)
 
 template <bool FP16>
 __device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db, int scale) {
@@ -145,6 +154,16 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], uns
     }
 }
 
+// A consumer's release of a stage: to the barrier of every block whose producer refills the slot.
+__device__ __forceinline__ void release(unsigned long long* empty_bar) {
+    if constexpr (CLUSTER_M > 1) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(empty_bar, r);
+    } else {
+        mbar_arrive(empty_bar);
+    }
+}
+
 template <bool FP16>
 __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
                                           unsigned short* C, int M, int N, int K) {
@@ -155,17 +174,23 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     unsigned long long* empty = full + STAGES;
 
     const int wg = threadIdx.x / 128;
+    const unsigned rank = CLUSTER_M > 1 ? cluster_rank() : 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMERS);
+            mbar_init(&empty[s], CONSUMERS * CLUSTER_M);  // every consumer of every block sharing the slot
         }
         mbar_fence_init();
     }
-    __syncthreads();
+    if constexpr (CLUSTER_M > 1) cluster_sync();  // the partner's barriers exist before anything reaches them
+    else __syncthreads();
 
+    // Work comes in units of CLUSTER_M vertically adjacent tiles, one per block of a cluster (a tile past M is
+    // loaded as zeros and stored nowhere, so both blocks always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
-    const int tiles = tiles_m * tiles_n, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+    const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
+    const int units = rows_m * tiles_n, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+    const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
 
     if (wg == 0) {
         regs_dealloc<PRODUCER_REGS>();
@@ -173,18 +198,26 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             tma_prefetch_map(map_a);
             tma_prefetch_map(map_b);
             int stage = 0, phase = 0;
-            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                int tm, tn;
-                tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            for (int unit = first; unit < units; unit += step) {
+                int cm, tn;
+                tile_coords(unit, rows_m, tiles_n, cm, tn);
+                const int tm = cm * CLUSTER_M + rank;
                 for (int k = 0; k < k_steps; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
-                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
+                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);  // A, and B's boxes from every block
                     tma_load_2d(sa, map_a, &full[stage], k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
-                    for (int box = 0; box < BLOCK_N / 64; ++box)
-                        tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64, k * BLOCK_K);
+                    for (int i = 0; i < B_SHARE; ++i) {
+                        const int box = rank * B_SHARE + i;
+                        if constexpr (CLUSTER_M > 1)
+                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
+                                                  k * BLOCK_K, (1 << CLUSTER_M) - 1);
+                        else
+                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
+                                        k * BLOCK_K);
+                    }
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
             }
@@ -194,9 +227,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         const int consumer = wg - 1;
         float d[SUB_M][ACC];
         int stage = 0, phase = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            int tm, tn;
-            tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        for (int unit = first; unit < units; unit += step) {
+            int cm, tn;
+            tile_coords(unit, rows_m, tiles_n, cm, tn);
+            const int tm = cm * CLUSTER_M + rank;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
             for (int k = 0; k < k_steps; ++k) {
                 mbar_wait(&full[stage], phase);
@@ -212,17 +246,17 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 wgmma_commit();
                 if constexpr (MMA_LAG) {
                     wgmma_wait<1>();
-                    if (released >= 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[released]);
+                    if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
                     released = stage;
                 } else {
                     wgmma_wait<0>();
-                    if (threadIdx.x % 128 == 0) mbar_arrive(&empty[stage]);
+                    if (threadIdx.x % 128 == 0) release(&empty[stage]);
                 }
                 if (++stage == STAGES) { stage = 0; phase ^= 1; }
             }
             if constexpr (MMA_LAG) {
                 wgmma_wait<0>();
-                if (released >= 0 && threadIdx.x % 128 == 0) mbar_arrive(&empty[released]);
+                if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
             }
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[s]);
@@ -234,15 +268,25 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         }
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }
+    if constexpr (CLUSTER_M > 1) {
+        __syncwarp();
+        cluster_sync();  // no block leaves while its partner may still multicast into it or arrive on its barriers
+    }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+#if CLUSTER_M > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
     gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
     gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K);

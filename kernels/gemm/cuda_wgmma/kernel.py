@@ -17,12 +17,13 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
+CLUSTER_M = 1  # avo: tune 1 2
 
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
 CONSUMERS = 2  # wgmma warpgroups per block (BLOCK_M / CONSUMERS rows each); a producer warpgroup comes on top
 _module = load_module("gemm.cu", defines={
     "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "STAGES": STAGES, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
-    "CONSUMERS": CONSUMERS, "TMA_STORE": TMA_STORE,
+    "CONSUMERS": CONSUMERS, "TMA_STORE": TMA_STORE, "CLUSTER_M": CLUSTER_M,
 })
 _KERNELS = {torch.bfloat16: "gemm_bf16", torch.float16: "gemm_fp16"}
 _THREADS = 128 * (CONSUMERS + 1)
@@ -31,8 +32,13 @@ _THREADS = 128 * (CONSUMERS + 1)
 _SMEM_BYTES = (STAGES * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) + (BLOCK_M * BLOCK_N if TMA_STORE else 0)) * 2 + 2048
 
 
+_SMS: dict = {}
+
+
 def _sm_count(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    if device not in _SMS:
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
 
 
 def gemm(a, b):
@@ -52,7 +58,8 @@ def gemm(a, b):
     map_a = tensor_map(a, box=(BLOCK_M, BLOCK_K))
     map_b = tensor_map(b, box=(BLOCK_K, 64))
     map_c = tensor_map(c, box=(64, 64))
-    tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
-    grid = min(tiles, _sm_count(a.device))
+    # Blocks come in clusters of CLUSTER_M, each cluster taking CLUSTER_M vertically adjacent tiles at a time.
+    units = -(-M // (BLOCK_M * CLUSTER_M)) * -(-N // BLOCK_N)
+    grid = min(units, _sm_count(a.device) // CLUSTER_M) * CLUSTER_M
     _module.launch(_KERNELS[a.dtype], grid, _THREADS, (map_a, map_b, map_c, c, M, N, K), shared_mem=_SMEM_BYTES)
     return c
