@@ -36,7 +36,9 @@ def test_shipped_example_imports_replays_and_reports(export, tmp_path, capsys):
 
     code, out, err = avo(capsys, "replay", run_id, "--runs-dir", runs)
     assert code == 0, err
-    assert "baseline c0000: correct" in out and "ACCEPTED" in out and "stop (finished)" in out
+    assert "baseline c0000: correct" in out and "stop (finished)" in out
+    # A run from a strong seed may end with the seed still best (the cuda_wgmma evolve): then nothing is accepted.
+    assert ("ACCEPTED" in out) == (best != run.lineage.baseline), best
 
     code, out, err = avo(capsys, "report", run_id, "--runs-dir", runs)
     assert code == 0, err

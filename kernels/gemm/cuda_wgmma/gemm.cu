@@ -14,7 +14,8 @@
 //   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
-//     traffic from L2); a slot is refilled only when the consumers of both blocks have released it;
+//     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. Correct, but
+//     on the H200 it ran at 0.6x of CLUSTER_M = 1, with the cause not yet found: off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 // Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
