@@ -51,6 +51,9 @@ class EvalResult(BaseModel):
     device: str = ""
     gpu: str = ""
     library: str = ""
+    ops: str = "strict"
+    """The policy on library ops it was scored under: 'strict' (every compute op its own) or 'partial' (torch ops
+    allowed for the parts it does not replace; KernelBench tasks, `ops=partial`)."""
     versions: dict[str, str] = Field(default_factory=dict)
     seed: int | None = None
     wall_s: float = 0.0
@@ -70,7 +73,8 @@ class EvalResult(BaseModel):
             return f"{self.status}: {first[:160]}"
         src = "" if self.timing_source == "gpu" else f" [{self.timing_source}]"
         flag = " SUSPICIOUS" if self.suspicious else ""
-        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{flag}"
+        ops = "" if self.ops == "strict" else f" [ops={self.ops}]"
+        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{ops}{flag}"
 
 
 def geomean(values: list[float]) -> float:

@@ -3,7 +3,8 @@ candidate's kernel.py defines `ModelNew` with Model's constructor.
 
 Spec: `path/to/problem.py`, optionally with options `path/to/problem.py?baseline=compile&dtype=bfloat16`:
 `baseline` eager (default: Model in eager PyTorch) or compile (torch.compile(Model)); `dtype` casts floating inputs
-and parameters (default: the file's own dtypes).
+and parameters (default: the file's own dtypes); `ops` strict (default: every compute op is the candidate's own) or
+partial (torch ops allowed for the parts the candidate does not replace; it is still scored against the whole Model).
 
 Fixes to the format's known holes: correctness is a relative norm (all zeros never pass); the check suite draws
 several input sets and, where the file's size constants allow, a second size; the reference never runs on the
@@ -35,6 +36,7 @@ EXACT = ("int8", "int16", "int32", "int64", "uint8", "bool")
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16"}
 BASELINES = ("eager", "compile")
+OPS = ("strict", "partial")
 CHECK_DRAWS = 3
 """Input sets drawn at the file's own size in the check suite."""
 TINY_ELEMENTS = 1 << 15
@@ -53,9 +55,11 @@ def parse_spec(spec: str) -> tuple[Path, dict[str, str]]:
             options[key] = value
         elif key == "dtype" and value in DTYPES:
             options[key] = DTYPES[value]
+        elif key == "ops" and value in OPS:
+            options[key] = value
         else:
-            raise UserError(f"unknown task option '{part}' in {spec}: use baseline=eager|compile and "
-                            "dtype=float32|float16|bfloat16")
+            raise UserError(f"unknown task option '{part}' in {spec}: use baseline=eager|compile, "
+                            "dtype=float32|float16|bfloat16 and ops=strict|partial")
     return Path(path_text), options
 
 
@@ -84,13 +88,16 @@ def with_options(spec: str, **options: str | None) -> str:
 class KernelBenchTask:
     entry = "ModelNew"
 
-    def __init__(self, path: str | Path, *, baseline: str = "eager", dtype: str | None = None):
+    def __init__(self, path: str | Path, *, baseline: str = "eager", dtype: str | None = None, ops: str = "strict"):
         import torch
 
         self.path = Path(path).resolve()
         if baseline not in BASELINES:
             raise UserError(f"unknown baseline '{baseline}': use eager or compile")
+        if ops not in OPS:
+            raise UserError(f"unknown ops policy '{ops}': use strict or partial")
         self.baseline = baseline
+        self.ops = ops
         self.dtype = DTYPES[dtype] if dtype else None
         self.cast = getattr(torch, self.dtype) if self.dtype else None
         self.name = self.path.stem
@@ -107,7 +114,8 @@ class KernelBenchTask:
 
     @property
     def spec(self) -> str:
-        options = {"baseline": self.baseline if self.baseline != "eager" else None, "dtype": self.dtype}
+        options = {"baseline": self.baseline if self.baseline != "eager" else None, "dtype": self.dtype,
+                   "ops": self.ops if self.ops != "strict" else None}
         return absolute_spec(str(self.path) + "?" + "&".join(f"{k}={v}" for k, v in options.items() if v))
 
     # -- suites -------------------------------------------------------------------------------------------------
