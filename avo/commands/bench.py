@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from avo.errors import UserError
+from avo.evaluate.guards_rules import OPS_POLICIES
 
 SUITES = ("bench", "check", "tiny")
 SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
@@ -29,11 +30,16 @@ def register(app: typer.Typer) -> None:
                                    "'interpreter')."),
         as_json: bool = typer.Option(False, "--json", help="Print the EvalResult as JSON instead of a table."),
         seed: int | None = typer.Option(None, "--seed", help="Seed for the check inputs (default: a fresh one)."),
+        ops: str | None = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op is "
+                                       "the candidate's own) or partial (torch ops allowed for the parts it does "
+                                       "not replace)."),
     ) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
         from avo.config import EvalConfig
         from avo.evaluate.harness import Evaluator
+        from avo.tasks.kernelbench import with_options
 
+        kernel = with_options(kernel, ops=ops)
         folder, task, profile = validate(candidate, kernel, suite, gpu, device)
         check_suite, bench_suite = SUITE_PLAN[suite]
         config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite)
@@ -102,7 +108,8 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
                       _num(c.library_ms, ".4g"), _num(c.tflops, ".4g"), _num(c.library_tflops, ".4g"),
                       _num(c.speedup, ".3f"), spread)
     console.print(table)
-    console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else ""), markup=False)
+    console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
+                  + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)
     if result.message:
         console.print(result.message, markup=False)
     if result.bench_cases():
