@@ -40,7 +40,7 @@ def seed_folder(value: str | None, task) -> Path:
 
 
 def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quiet: bool, out=None,
-           ops: str | None = None) -> int:
+           ops: str | None = None, run_id: str | None = None) -> int:
     from avo.agent import context
     from avo.agent.live import RunView
     from avo.agent.loop import Agent
@@ -88,7 +88,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
     model = make_model(config.agent, seed=config.seed, policy=RetryPolicy(), say=say)
     if run is None:
-        run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name)
+        run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name, run_id=run_id)
         policy = f", ops={task.ops}" if hasattr(task, "ops") else ""
         say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}){policy}, {run.path}")
     else:
@@ -112,8 +112,9 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
             cid, result = baseline(run, evaluator, seed_dir)
             say(f"baseline {cid}: {result.summary()}")
             if not result.ok:
-                run.set_state("failed")
-                raise UserError(seed_failure(result, seed_dir, config.kernel, run.id, config.device))
+                failure = seed_failure(result, seed_dir, config.kernel, run.id, config.device)
+                run.set_state("failed", reason=failure)
+                raise UserError(failure)
             ctx.state.update(parent=cid, candidates=0, since_improvement=0)
             agent.begin(context.start_message(f"{cid}: {result.summary()}"
                                               + ("" if result.ok else f"\n{result.message[:2000]}")))
@@ -211,7 +212,8 @@ def flatten(data: dict, prefix: str = "") -> dict:
 def register(app: typer.Typer) -> None:
     @app.command("evolve")
     def evolve_command(
-        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, or a KernelBench .py file."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, a KernelBench .py file, or a "
+                                             "folder of them (one run per problem)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="auto, h100, h200 or b200."),
         hours: Optional[float] = typer.Option(None, "--hours", help="Time budget in hours."),
         max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop after this many candidates."),
@@ -231,6 +233,10 @@ def register(app: typer.Typer) -> None:
         ops: Optional[str] = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op "
                                           "is the candidate's own) or partial (torch ops allowed for the parts it "
                                           "does not replace)."),
+        hours_per_problem: Optional[float] = typer.Option(None, "--hours-per-problem", help="With --kernel DIR: "
+                                                          "the time budget of each problem's run."),
+        sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="With --kernel DIR: the runs' id prefix "
+                                               "(default: the folder's name); the same id again resumes."),
     ) -> None:
         """Evolve a kernel: the agent edits, the evaluator scores, the lineage keeps every candidate."""
         overrides = {
@@ -241,4 +247,14 @@ def register(app: typer.Typer) -> None:
         }
         if replay_from is not None and agent is None:
             overrides["agent.kind"] = "replay"
+        if kernel is not None and Path(kernel).is_dir():
+            from avo.commands.evolve_folder import evolve_folder
+
+            if resume is not None:
+                raise UserError("with --kernel DIR, run the same command again to resume (no --resume)")
+            raise typer.Exit(evolve_folder(Path(kernel), overrides=overrides, config_file=config, quiet=quiet,
+                                           ops=ops, hours_per_problem=hours_per_problem if hours_per_problem
+                                           is not None else 1.0, sweep_id=sweep_id))
+        if hours_per_problem is not None or sweep_id is not None:
+            raise UserError("--hours-per-problem and --sweep-id go with --kernel DIR, a folder of problem files")
         raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet, ops=ops))
