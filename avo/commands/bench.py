@@ -146,6 +146,8 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         src = "interpreter" if interp else "gpu"
         console.print(f"fitness: {result.fitness:.4f} (geometric-mean speedup over {result.library or 'the library'}, "
                       f"times from the {src})", markup=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
     if result.suspicious:
         console.print(f"SUSPICIOUS: {result.suspicious_reason}", markup=False)
     stages = ", ".join(f"{k} {v:.1f}s" + _parts(result.stage_s, k) for k, v in result.stage_s.items() if "." not in k)

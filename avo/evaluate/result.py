@@ -56,6 +56,8 @@ class EvalResult(BaseModel):
     allowed for the parts it does not replace; KernelBench tasks, `ops=partial`)."""
     versions: dict[str, str] = Field(default_factory=dict)
     seed: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    """How it was scored, where that differs from the configuration (e.g. an input rotation reduced to fit memory)."""
     wall_s: float = 0.0
     stage_s: dict[str, float] = Field(default_factory=dict)
 
