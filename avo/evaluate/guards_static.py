@@ -3,13 +3,13 @@
 Python files are read as ASTs. Every name is resolved to the dotted path it stands for, through imports, aliases
 (`from torch import matmul as f`, `mm = torch.mm`), `getattr` with constant (or constant-folded) names, `__import__`,
 `importlib.import_module` and `sys.modules[...]`; the dotted path, not the spelling, is judged. CUDA/C++ sources are
-tokenized (comments and strings dropped) and searched for host-side calls that would do the same cheats natively.
+tokenized (comments and strings dropped) and searched for host-side calls that would do the same cheats natively
+(guards_static_c). torch.nn layers built in `__init__` are parameter holders (guards_static_layers).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from avo.evaluate.guards_rules import Rejection, waived
 from avo.evaluate.guards_static_paths import PathReader
 from avo.evaluate.guards_static_resolve import Resolver
 
-_C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
+C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
 # Code that would run without being read: native extension modules, bytecode, path hooks, importable archives.
 _OPAQUE_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".pth", ".egg", ".whl", ".zip", ".pkl",
                     ".pickle")
@@ -94,8 +94,10 @@ def _scan_all(root: Path, task_name: str) -> tuple[list[Finding], int]:
             found, jitted = _scan_python(path, rel, len(path.relative_to(root).parts) - 1, task_name)
             findings += found
             kernels += jitted
-        elif path.suffix in _C_SUFFIXES:
-            findings += _scan_c(path, rel)
+        elif path.suffix in C_SUFFIXES:
+            from avo.evaluate.guards_static_c import scan_c
+
+            findings += scan_c(path, rel)
             kernels += 1
         elif path.suffix in _OPAQUE_SUFFIXES or ".so." in path.name:
             findings.append(Finding("static.forbidden_import", rel, 0, "is a compiled module, bytecode or archive: "
@@ -312,36 +314,3 @@ class _PythonChecker(ast.NodeVisitor):
 def _harmless_torch(dotted: str) -> bool:
     tail = dotted.split(".", 1)[1] if "." in dotted else ""
     return dotted == "torch" or tail in names.TORCH_DTYPES or dotted.startswith(names.ALLOWED_IN_HANDLER)
-
-
-_C_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
-
-
-def _scan_c(path: Path, rel: str) -> list[Finding]:
-    """Host-side calls in CUDA/C++ sources: library handles, file and process calls, host callbacks."""
-    text = path.read_text(errors="replace")
-    includes = re.findall(r"#\s*include\s*[<\"]([^>\"]+)[>\"]", text)
-
-    def blank(match: re.Match) -> str:  # keep the newlines, so line numbers stay right
-        return "".join(c if c == "\n" else " " for c in match.group(0))
-
-    code = _C_NOISE.sub(blank, text)
-    findings: list[Finding] = []
-    for number, line in enumerate(code.splitlines(), start=1):
-        for header in (h for h in includes if h in text.splitlines()[number - 1]):
-            stem = header.rsplit(".", 1)[0]
-            for key, rule in names.C_FORBIDDEN_HEADERS.items():
-                if stem == key or stem.startswith(key) and key in ("cublas", "cudnn", "cufft"):
-                    findings.append(Finding(rule, rel, number, f"includes <{header}>"))
-        if line.lstrip().startswith("#"):
-            continue
-        for match in re.finditer(r"([A-Za-z_]\w*)\s*(\()?", line):
-            word, called = match.group(1), match.group(2)
-            if word.startswith(("cublas", "cudnn")):
-                findings.append(Finding("static.library_call", rel, number, f"calls {word} (the library path)"))
-            elif called and word in names.C_FILE_CALLS or word in names.C_FILE_TYPES:
-                findings.append(Finding("static.file_access", rel, number, f"uses {word} (file access from CUDA/C++)"))
-            elif called and word in names.C_PROCESS_CALLS:
-                findings.append(Finding("static.forbidden_import", rel, number,
-                                        f"calls {word} (processes, threads, host callbacks or native loading)"))
-    return findings

@@ -295,7 +295,7 @@ def test_the_first_candidate_wraps_model_and_is_recognized(matmul, tmp_path, mon
 def test_preflight_refuses_inputs_that_do_not_fit(monkeypatch, matmul):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 20, 1 << 30))
-    with pytest.raises(UserError, match=r"needs about 0\.0\d GiB on the GPU .* but 0\.00 GiB are free"):
+    with pytest.raises(UserError, match=r"needs at least 0\.0\d GiB on the GPU .* but 0\.00 GiB are free"):
         matmul.preflight("cuda")
     matmul.preflight("interpret")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 34, 1 << 35))
