@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
+#                                             kernelbench kernelbench_evolve
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -95,6 +96,25 @@ step_replay() {
   avo evolve --kernel gemm --seed-kernel kernels/gemm/triton_naive --agent replay --replay-from "$REPLAY_FROM" \
     --hours 0.05 --quiet --runs-dir /tmp/avo-replay 2>&1 | tee "$OUT/replay.log" | tail -12
   avo runs --runs-dir /tmp/avo-replay 2>&1 | tee -a "$OUT/replay.log"
+}
+
+# The six KernelBench problems in examples/kernelbench/problems against their ModelNews, against eager PyTorch and
+# torch.compile: the summary table (for BENCHMARKS.md) and its JSON with fast_p.
+step_kernelbench() {
+  avo bench --kernel examples/kernelbench/problems --candidates examples/kernelbench/solutions --baseline compile \
+    2>&1 | tee "$OUT/kernelbench_sweep.txt" | tail -30
+  avo bench --kernel examples/kernelbench/problems --candidates examples/kernelbench/solutions --baseline compile \
+    --json > "$OUT/kernelbench_sweep.json" 2> "$OUT/kernelbench_sweep.err"
+}
+
+# A short heuristic evolve of two of them, seeded from their ModelNews (KB_EVOLVE: a folder of problem files).
+step_kernelbench_evolve() {
+  local dir=/tmp/kb-evolve; rm -rf "$dir"; mkdir -p "$dir"
+  cp examples/kernelbench/problems/${KB_EVOLVE_A:-23_Softmax}.py examples/kernelbench/problems/${KB_EVOLVE_B:-12_Gemm_Multiply_LeakyReLU}.py "$dir"
+  avo evolve --kernel "$dir" --seed-kernel examples/kernelbench/solutions --agent heuristic \
+    --hours-per-problem "${KB_EVOLVE_HOURS:-0.05}" --max-candidates "${KB_EVOLVE_CANDIDATES:-6}" --sweep-id kb \
+    --runs-dir /tmp/avo-kb-runs --quiet 2>&1 | tee "$OUT/kernelbench_evolve.log" | tail -30
+  cp /tmp/avo-kb-runs/kb-sweep.json "$OUT/kernelbench_evolve.json"
 }
 
 for step in "$@"; do

@@ -1,4 +1,5 @@
-"""`avo bench CANDIDATE --kernel attention|gemm|PATH`: score one candidate folder, as the evolution loop would."""
+"""`avo bench CANDIDATE --kernel attention|gemm|PATH`: score one candidate folder, as the evolution loop would.
+`avo bench --kernel DIR --candidates SOLUTIONS`: every KernelBench problem in DIR, with fast_p (bench_folder.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import typer
 
 from avo.errors import UserError
+from avo.evaluate.guards_rules import OPS_POLICIES
 
 SUITES = ("bench", "check", "tiny")
 SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
@@ -19,8 +21,11 @@ DEVICES = ("cuda", "interpret")
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
-        candidate: str = typer.Argument(..., help="Folder whose kernel.py defines the task's entry."),
-        kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format file."),
+        candidate: str | None = typer.Argument(None, help="Folder whose kernel.py defines the task's entry."),
+        kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, a KernelBench-format file, or a "
+                                   "folder of them (with --candidates)."),
+        candidates: str | None = typer.Option(None, "--candidates", help="With --kernel DIR: the folder holding "
+                                              "<problem stem>/kernel.py for each problem file in DIR."),
         suite: str = typer.Option("bench", "--suite", help="bench (check suite, then timed bench suite), check "
                                   "(correctness only) or tiny (interpreter-sized, checked and timed)."),
         gpu: str = typer.Option("auto", "--gpu", help="auto, h100, h200 or b200; must be the GPU present."),
@@ -29,11 +34,38 @@ def register(app: typer.Typer) -> None:
                                    "'interpreter')."),
         as_json: bool = typer.Option(False, "--json", help="Print the EvalResult as JSON instead of a table."),
         seed: int | None = typer.Option(None, "--seed", help="Seed for the check inputs (default: a fresh one)."),
+        ops: str | None = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op is "
+                                       "the candidate's own) or partial (torch ops allowed for the parts it does "
+                                       "not replace)."),
+        baseline: str | None = typer.Option(None, "--baseline", help="KernelBench tasks: eager (default) or "
+                                            "compile (torch.compile(Model)); with --kernel DIR, compile adds a "
+                                            "column against torch.compile beside the one against eager."),
     ) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
         from avo.config import EvalConfig
         from avo.evaluate.harness import Evaluator
+        from avo.tasks.kernelbench import BASELINES, with_options
 
+        if Path(kernel).is_dir():
+            from avo.commands.bench_folder import bench_folder
+
+            if candidate is not None:
+                raise UserError(f"--kernel {kernel} is a folder of problems: give their solutions with --candidates "
+                                "SOLUTIONS instead of one candidate folder")
+            if candidates is None:
+                raise UserError(f"--kernel {kernel} is a folder of problems: give --candidates SOLUTIONS, the folder "
+                                "holding <problem stem>/kernel.py for each")
+            if baseline is not None and baseline not in BASELINES:
+                raise UserError(f"unknown baseline '{baseline}': use eager or compile")
+            validate_choices(suite, device)
+            raise typer.Exit(bench_folder(Path(kernel), Path(candidates), suite_plan=SUITE_PLAN[suite], suite=suite,
+                                          gpu=gpu, device=device, ops=ops, compile_too=baseline == "compile",
+                                          seed=seed, as_json=as_json))
+        if candidates is not None:
+            raise UserError("--candidates goes with --kernel DIR, a folder of problem files")
+        if candidate is None:
+            raise UserError("give the candidate folder to score (or --kernel DIR --candidates SOLUTIONS)")
+        kernel = with_options(kernel, ops=ops, baseline=baseline)
         folder, task, profile = validate(candidate, kernel, suite, gpu, device)
         check_suite, bench_suite = SUITE_PLAN[suite]
         config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite)
@@ -53,10 +85,7 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     from avo.evaluate.loader import KERNEL_FILE, defines_entry
     from avo.gpus import resolve
 
-    if suite not in SUITES:
-        raise UserError(f"unknown suite '{suite}': use {', '.join(SUITES)}")
-    if device not in DEVICES:
-        raise UserError(f"unknown device '{device}': use cuda, or interpret to run on the CPU")
+    validate_choices(suite, device)
     path = Path(candidate)
     if not path.exists():
         raise UserError(f"candidate not found: {candidate} (give a folder holding {KERNEL_FILE})")
@@ -73,6 +102,13 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     if hasattr(task, "preflight"):  # task files: broken get_inputs, uncheckable randomness, inputs too big
         task.preflight(device)
     return folder.resolve(), task, profile
+
+
+def validate_choices(suite: str, device: str) -> None:
+    if suite not in SUITES:
+        raise UserError(f"unknown suite '{suite}': use {', '.join(SUITES)}")
+    if device not in DEVICES:
+        raise UserError(f"unknown device '{device}': use cuda, or interpret to run on the CPU")
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -102,13 +138,16 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
                       _num(c.library_ms, ".4g"), _num(c.tflops, ".4g"), _num(c.library_tflops, ".4g"),
                       _num(c.speedup, ".3f"), spread)
     console.print(table)
-    console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else ""), markup=False)
+    console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
+                  + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)
     if result.message:
         console.print(result.message, markup=False)
     if result.bench_cases():
         src = "interpreter" if interp else "gpu"
         console.print(f"fitness: {result.fitness:.4f} (geometric-mean speedup over {result.library or 'the library'}, "
                       f"times from the {src})", markup=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
     if result.suspicious:
         console.print(f"SUSPICIOUS: {result.suspicious_reason}", markup=False)
     stages = ", ".join(f"{k} {v:.1f}s" + _parts(result.stage_s, k) for k, v in result.stage_s.items() if "." not in k)

@@ -39,7 +39,8 @@ def seed_folder(value: str | None, task) -> Path:
     return found
 
 
-def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quiet: bool, out=None) -> int:
+def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quiet: bool, out=None,
+           ops: str | None = None, run_id: str | None = None) -> int:
     from avo.agent import context
     from avo.agent.live import RunView
     from avo.agent.loop import Agent
@@ -58,6 +59,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         run = Run.open(resume, Path(config.runs_dir))
         changed = [k for k in FIXED_ON_RESUME
                    if overrides.get(k) is not None and overrides[k] != getattr(run.config, k)]
+        if ops is not None:
+            changed.insert(0, "ops")
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
         kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
@@ -71,16 +74,23 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         from avo.tasks.kernelbench import absolute_spec
 
         config.kernel = absolute_spec(config.kernel)
+    if ops is not None:
+        from avo.tasks.kernelbench import with_options
+
+        config.kernel = with_options(config.kernel, ops=ops)
     task = load_task(config.kernel)
     if hasattr(task, "preflight"):
         task.preflight(config.device)
     seed_dir = seed_folder(config.seed_kernel, task)
+    if run is None:
+        check_seed_for_agent(config.agent, seed_dir)
     if config.agent.kind == "replay" and config.agent.replay_from:
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
     model = make_model(config.agent, seed=config.seed, policy=RetryPolicy(), say=say)
     if run is None:
-        run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name)
-        say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}), {run.path}")
+        run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name, run_id=run_id)
+        policy = f", ops={task.ops}" if hasattr(task, "ops") else ""
+        say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}){policy}, {run.path}")
     else:
         say(f"resuming run {run.id}")
         if run.dropped_settings:
@@ -101,6 +111,10 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
             say(f"evaluating the seed {seed_dir} as the baseline ...")
             cid, result = baseline(run, evaluator, seed_dir)
             say(f"baseline {cid}: {result.summary()}")
+            if not result.ok:
+                failure = seed_failure(result, seed_dir, config.kernel, run.id, config.device)
+                run.set_state("failed", reason=failure)
+                raise UserError(failure)
             ctx.state.update(parent=cid, candidates=0, since_improvement=0)
             agent.begin(context.start_message(f"{cid}: {result.summary()}"
                                               + ("" if result.ok else f"\n{result.message[:2000]}")))
@@ -144,6 +158,35 @@ def baseline(run, evaluator, seed_dir: Path):
     return cid, result
 
 
+def check_seed_for_agent(agent, seed_dir: Path) -> None:
+    """UserError before any run exists when the agent can do nothing with the seed: the heuristic agent only moves
+    `# avo: tune` knobs."""
+    from avo.agent.heuristic.knobs import KnobError, parse_knobs
+    from avo.agent.models.factory import resolve_kind
+
+    if resolve_kind(agent)[0] != "heuristic":
+        return
+    try:
+        knobs = parse_knobs((seed_dir / "kernel.py").read_text(errors="replace"))
+    except KnobError:
+        knobs = []
+    if not knobs:
+        raise UserError(f"the heuristic agent only tunes `# avo: tune` knobs and {seed_dir / 'kernel.py'} has none: "
+                        "give --seed-kernel a folder whose kernel.py marks its tunable constants (e.g. "
+                        "`BLOCK = 128  # avo: tune 64 128 256`), or use an LLM agent (--agent anthropic with "
+                        "ANTHROPIC_API_KEY set, or --agent openai --base-url URL)")
+
+
+def seed_failure(result, seed_dir: Path, spec: str, run_id: str, device: str) -> str:
+    """One line for a seed that is not correct: every variant of it would fail the same way, so nothing is evolved."""
+    what = {"rejected": "a guard", "incorrect": "the check suite"}.get(result.status, f"evaluation ({result.status})")
+    text = result.message.strip().splitlines()[0] if result.message.strip() else ""
+    rule = "" if not result.rule or text.startswith(result.rule) else f"{result.rule}: "
+    where = " --device interpret" if device == "interpret" else ""
+    return (f"the seed {seed_dir} failed {what}: {rule}{text[:400]}; run {run_id} stopped before any candidate: "
+            f"fix the seed and check it with: avo bench {seed_dir} --kernel '{spec}'{where}")
+
+
 def transcript_of(ref: str, runs_dir: Path) -> Path:
     path = Path(ref)
     if path.is_file():
@@ -169,7 +212,8 @@ def flatten(data: dict, prefix: str = "") -> dict:
 def register(app: typer.Typer) -> None:
     @app.command("evolve")
     def evolve_command(
-        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, or a KernelBench .py file."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="attention, gemm, a KernelBench .py file, or a "
+                                             "folder of them (one run per problem)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="auto, h100, h200 or b200."),
         hours: Optional[float] = typer.Option(None, "--hours", help="Time budget in hours."),
         max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop after this many candidates."),
@@ -186,6 +230,13 @@ def register(app: typer.Typer) -> None:
         runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Where runs are stored (default: runs)."),
         allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the agent a shell tool in the workspace."),
         quiet: bool = typer.Option(False, "--quiet", help="Plain log lines instead of the live dashboard."),
+        ops: Optional[str] = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op "
+                                          "is the candidate's own) or partial (torch ops allowed for the parts it "
+                                          "does not replace)."),
+        hours_per_problem: Optional[float] = typer.Option(None, "--hours-per-problem", help="With --kernel DIR: "
+                                                          "the time budget of each problem's run."),
+        sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="With --kernel DIR: the runs' id prefix "
+                                               "(default: the folder's name); the same id again resumes."),
     ) -> None:
         """Evolve a kernel: the agent edits, the evaluator scores, the lineage keeps every candidate."""
         overrides = {
@@ -196,4 +247,14 @@ def register(app: typer.Typer) -> None:
         }
         if replay_from is not None and agent is None:
             overrides["agent.kind"] = "replay"
-        raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet))
+        if kernel is not None and Path(kernel).is_dir():
+            from avo.commands.evolve_folder import evolve_folder
+
+            if resume is not None:
+                raise UserError("with --kernel DIR, run the same command again to resume (no --resume)")
+            raise typer.Exit(evolve_folder(Path(kernel), overrides=overrides, config_file=config, quiet=quiet,
+                                           ops=ops, hours_per_problem=hours_per_problem if hours_per_problem
+                                           is not None else 1.0, sweep_id=sweep_id))
+        if hours_per_problem is not None or sweep_id is not None:
+            raise UserError("--hours-per-problem and --sweep-id go with --kernel DIR, a folder of problem files")
+        raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet, ops=ops))

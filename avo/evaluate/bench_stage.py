@@ -69,7 +69,7 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
 
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
-    sets = max(1, int(ctx.config.get("input_sets", 3)))
+    wanted = max(1, int(ctx.config.get("input_sets", 3)))
     reference = getattr(task, "timed_reference", None) or task.reference
     parts = Parts("bench")
     for ci, case in enumerate(task.cases(ctx.bench_suite)):
@@ -78,10 +78,17 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
             break
         ctx.progress.mark("bench", case.name)
         parts.start("inputs")
-        sources = [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci + k, ctx.tensor_device)
-                   for k in range(sets)]
+        sources = [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci, ctx.tensor_device)]
+        size = _rotation_size(ctx, case, sources[0], wanted)
+        sources += [task.make_inputs(case, ctx.seed + 1_000_000 + 1000 * ci + k, ctx.tensor_device)
+                    for k in range(1, size.sets)]
+        if size.reduced:
+            for cand in live:
+                cand.result.notes.append(size.note(case.name))
         rows = {}
-        case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
+        case_forbidden = forbidden
+        if guards.watches_ops(ctx.ops):
+            case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
         parts.start("check")
         ref = None if merged else reference(*sources[0])
         for cand in live:
@@ -185,6 +192,14 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
         row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
         row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
         row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
+
+
+def _rotation_size(ctx: Any, case: Any, first: tuple, wanted: int):
+    """How many input sets fit on the GPU beside the outputs (rotation_memory.py); `wanted` off a GPU."""
+    from avo.evaluate.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
+
+    shape, dtype = ctx.task.output_like(case, first)
+    return rotation_sets(wanted, tensor_bytes(first), output_bytes(tuple(shape), dtype), free_gpu_bytes(ctx.device))
 
 
 def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidden: frozenset[str]) -> tuple:

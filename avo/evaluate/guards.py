@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from avo.evaluate.guards_rules import RULES, Rejection
+from avo.evaluate.guards_rules import RULES, Rejection, waived
 from avo.evaluate.guards_sentinel import Sentinel
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "check_static",
     "fingerprint",
     "forbidden_ops",
+    "watches_ops",
 ]
 
 # Ops that move, shape, allocate or index memory: a kernel wrapper may need them; none of them computes the answer.
@@ -187,8 +188,14 @@ def check_inputs_unchanged(before: list, inputs: tuple) -> None:
             raise Rejection("runtime.input_mutated", f"input {i}'s values changed during the call")
 
 
-def check_static(candidate_dir: Path, task_name: str) -> None:
-    """Rejection naming the rule, file and line of the first forbidden construct in the candidate's sources."""
+def check_static(candidate_dir: Path, task_name: str, ops: str = "strict") -> None:
+    """Rejection naming the rule, file and line of the first construct in the candidate's sources that the `ops`
+    policy forbids."""
     from avo.evaluate.guards_static import check_static as _check
 
-    _check(Path(candidate_dir), task_name)
+    _check(Path(candidate_dir), task_name, ops)
+
+
+def watches_ops(ops: str) -> bool:
+    """Whether the op recorder rejects the reference's compute ops under policy `ops`."""
+    return not waived(ops, "runtime.library_op")

@@ -17,7 +17,32 @@ RULES: dict[str, str] = {
     "runtime.timer_patched": "a timer, synchronization or scoring function was replaced",
     "runtime.side_stream": "work was still running on another stream when the clock stopped",
     "runtime.file_access": "the candidate wrote outside its folder or started a process",
+    "static.no_kernel": "the candidate defines no kernel of its own (no @triton.jit function, no CUDA source)",
 }
+
+OPS_POLICIES: dict[str, str] = {
+    "strict": "every compute op is the candidate's own",
+    "partial": "torch compute ops allowed for the parts the candidate does not replace",
+}
+"""How much of the task's compute a candidate must do itself (`ops=` in a KernelBench spec, `--ops`)."""
+
+WAIVED: dict[str, frozenset[str]] = {
+    # Under strict the op recorder already holds every compute op of the reference to account, so a candidate
+    # without a kernel of its own can only pass by computing the answer with plumbing and pointwise ops.
+    "strict": frozenset({"static.no_kernel"}),
+    # KernelBench's warning-level setting: torch ops and nn layers on the forward path are allowed (the candidate
+    # is still scored against the whole Model), but it must define a kernel of its own, or Model unchanged would
+    # pass. Library packages outside torch stay forbidden (cuBLAS through CuPy, flash-attn: the op recorder cannot
+    # see them), and so do fallbacks in except handlers and the timer, stream, thread, lazy-output and caching
+    # cheats: those are rules of their own, never waived.
+    "partial": frozenset({"static.library_call:torch", "runtime.library_op"}),
+}
+"""Per policy: the checks it waives, as `rule` or `rule:kind` (a static finding's kind, e.g. 'torch')."""
+
+
+def waived(ops: str, check: str) -> bool:
+    """Whether policy `ops` lets `check` (a rule id, or `rule:kind`) pass."""
+    return check in WAIVED[ops]
 
 
 class Rejection(Exception):

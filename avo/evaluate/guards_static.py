@@ -3,22 +3,23 @@
 Python files are read as ASTs. Every name is resolved to the dotted path it stands for, through imports, aliases
 (`from torch import matmul as f`, `mm = torch.mm`), `getattr` with constant (or constant-folded) names, `__import__`,
 `importlib.import_module` and `sys.modules[...]`; the dotted path, not the spelling, is judged. CUDA/C++ sources are
-tokenized (comments and strings dropped) and searched for host-side calls that would do the same cheats natively.
+tokenized (comments and strings dropped) and searched for host-side calls that would do the same cheats natively
+(guards_static_c). torch.nn layers built in `__init__` are parameter holders (guards_static_layers).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from avo.evaluate import guards_static_layers as layers
 from avo.evaluate import guards_static_names as names
-from avo.evaluate.guards_rules import Rejection
+from avo.evaluate.guards_rules import Rejection, waived
 from avo.evaluate.guards_static_paths import PathReader
 from avo.evaluate.guards_static_resolve import Resolver
 
-_C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
+C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
 # Code that would run without being read: native extension modules, bytecode, path hooks, importable archives.
 _OPAQUE_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".pth", ".egg", ".whl", ".zip", ".pkl",
                     ".pickle")
@@ -49,14 +50,25 @@ class Finding:
     file: str
     line: int
     what: str
+    kind: str = ""
+    """'torch' for a library call through torch (an op, a tensor method, @, a layer): what `ops=partial` allows."""
+
+    @property
+    def check(self) -> str:
+        return f"{self.rule}:{self.kind}" if self.kind else self.rule
 
     def text(self) -> str:
         return f"{self.file}:{self.line} {self.what}" if self.line else f"{self.file} {self.what}"
 
 
-def check_static(candidate_dir: Path, task_name: str) -> None:
-    """Raise Rejection for the first finding (kernel.py first, then the other files by name; by line within one)."""
-    findings = scan(candidate_dir, task_name)
+def check_static(candidate_dir: Path, task_name: str, ops: str = "strict") -> None:
+    """Raise Rejection for the first finding the `ops` policy does not waive (kernel.py first, then the other files
+    by name; by line within one)."""
+    findings, kernels = _scan_all(Path(candidate_dir), task_name)
+    if not kernels:
+        findings.append(Finding("static.no_kernel", "kernel.py", 0, "defines no kernel of its own (no @triton.jit "
+                                "function, no CUDA source): write at least the part it replaces as a kernel"))
+    findings = [f for f in findings if not waived(ops, f.check)]
     if findings:
         first = findings[0]
         more = "; ".join(f.text() for f in findings[1:3])
@@ -65,35 +77,46 @@ def check_static(candidate_dir: Path, task_name: str) -> None:
 
 
 def scan(candidate_dir: Path, task_name: str) -> list[Finding]:
-    root = Path(candidate_dir)
+    return _scan_all(Path(candidate_dir), task_name)[0]
+
+
+def _scan_all(root: Path, task_name: str) -> tuple[list[Finding], int]:
+    """Every finding in the candidate's files, and how many kernels (Triton functions, CUDA sources) they define."""
     files = sorted(
         (p for p in root.rglob("*") if p.is_file() and not any(part in _SKIP_DIRS for part in p.parts)),
         key=lambda p: (p.name != "kernel.py", str(p.relative_to(root))),
     )
     findings: list[Finding] = []
+    kernels = 0
     for path in files:
         rel = str(path.relative_to(root))
         if path.suffix == ".py":
-            findings += _scan_python(path, rel, len(path.relative_to(root).parts) - 1, task_name)
-        elif path.suffix in _C_SUFFIXES:
-            findings += _scan_c(path, rel)
+            found, jitted = _scan_python(path, rel, len(path.relative_to(root).parts) - 1, task_name)
+            findings += found
+            kernels += jitted
+        elif path.suffix in C_SUFFIXES:
+            from avo.evaluate.guards_static_c import scan_c
+
+            findings += scan_c(path, rel)
+            kernels += 1
         elif path.suffix in _OPAQUE_SUFFIXES or ".so." in path.name:
             findings.append(Finding("static.forbidden_import", rel, 0, "is a compiled module, bytecode or archive: "
                                     "a candidate ships sources only (.py, .cu and headers)"))
-    return findings
+    return findings, kernels
 
 
-def _scan_python(path: Path, rel: str, depth: int, task_name: str) -> list[Finding]:
+def _scan_python(path: Path, rel: str, depth: int, task_name: str) -> tuple[list[Finding], int]:
+    """The file's findings, and how many Triton kernels it defines."""
     try:
         tree = ast.parse(path.read_text(errors="replace"), filename=rel)
     except SyntaxError:
-        return []  # the loader reports it as a compile error, with the compiler's own message
+        return [], 1  # the loader reports it as a compile error, with the compiler's own message
     checker = _PythonChecker(tree, rel, depth, task_name)
     checker.visit(tree)
     unique: dict[tuple[int, str], Finding] = {}
     for finding in checker.findings:  # the first word on a line is the most precise one (visit order)
         unique.setdefault((finding.line, finding.rule), finding)
-    return sorted(unique.values(), key=lambda f: f.line)
+    return sorted(unique.values(), key=lambda f: f.line), checker.kernels
 
 
 class _PythonChecker(ast.NodeVisitor):
@@ -108,18 +131,27 @@ class _PythonChecker(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self.in_jit = 0
         self.in_handler = 0
+        self.functions: list[str] = []
+        self.kernels = 0
+        self.holders = layers.find_holders(tree, self.resolver.resolve)
+        self.built: set[int] = set()
+        """Nodes that build a torch.nn layer inside an `__init__`: a parameter holder, not a library call."""
 
-    def _add(self, rule: str, node: ast.AST, what: str) -> None:
+    def _add(self, rule: str, node: ast.AST, what: str, kind: str = "") -> None:
         if self.in_handler and rule == "static.library_call":
             rule, what = "static.torch_fallback", f"{what} in an except handler (a fallback to the library)"
-        self.findings.append(Finding(rule, self.rel, getattr(node, "lineno", 0), what))
+        self.findings.append(Finding(rule, self.rel, getattr(node, "lineno", 0), what, kind))
+
+    def _in_init(self) -> bool:
+        return bool(self.functions) and self.functions[-1] == "__init__"
 
     # -- dotted names -------------------------------------------------------------------------------------------
     def _judge(self, dotted: str, node: ast.AST, verb: str = "uses") -> None:
         parts = dotted.split(".")
         prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
-        if dotted in names.SANCTIONED:
+        if dotted in names.SANCTIONED or id(node) in self.built:
             return
+        torch = "torch" if parts[0] in ("torch", "operator") else ""
         if any(p in names.RUNTIME_COMPILE for p in prefixes):
             self._add("static.runtime_compile", node, f"{verb} {dotted} (compiles code at run time; only Triton and "
                                                        "CuPy RawModule/RawKernel are allowed)")
@@ -130,9 +162,9 @@ class _PythonChecker(ast.NodeVisitor):
         elif any(p in _SHADOWED_MODULE_ATTRS for p in parts[1:]):
             self._add("static.forbidden_import", node, f"{verb} {dotted} (reaches a module not allowed in a kernel)")
         elif any(p in names.LIBRARY_PACKAGES for p in prefixes) or any(p in self.whole_modules for p in prefixes):
-            self._add("static.library_call", node, f"{verb} {dotted} (the task's library path)")
+            self._add("static.library_call", node, f"{verb} {dotted} (the task's library path)", torch)
         elif parts[0] in names.LIBRARY_ROOTS and any(p in self.library for p in parts[1:]):
-            self._add("static.library_call", node, f"{verb} {dotted} (the task's library path)")
+            self._add("static.library_call", node, f"{verb} {dotted} (the task's library path)", torch)
         elif any(p in names.ESCAPE_ATTRIBUTES for p in parts[1:]):
             self._add("static.forbidden_import", node, f"{verb} {dotted} (introspection that escapes name checks)")
         elif self.in_handler and parts[0] == "torch" and not _harmless_torch(dotted):
@@ -145,7 +177,7 @@ class _PythonChecker(ast.NodeVisitor):
         elif attr in _SHADOWED_MODULE_ATTRS:
             self._add("static.forbidden_import", node, f"reaches the {attr} module through another module")
         elif attr in self.methods and not self.in_jit:
-            self._add("static.library_call", node, f"calls .{attr}() on a tensor (the task's library path)")
+            self._add("static.library_call", node, f"calls .{attr}() on a tensor (the task's library path)", "torch")
 
     # -- visitors -----------------------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -158,7 +190,8 @@ class _PythonChecker(ast.NodeVisitor):
         module = node.module or ""
         self._judge(module, node, "imports")
         for alias in node.names:
-            self._judge(f"{module}.{alias.name}", node, "imports")
+            if not layers.is_layer_class(f"{module}.{alias.name}"):  # a layer class is judged where it is used
+                self._judge(f"{module}.{alias.name}", node, "imports")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in names.ESCAPE_ATTRIBUTES:
@@ -190,6 +223,12 @@ class _PythonChecker(ast.NodeVisitor):
         if dynamic:
             self._add("static.forbidden_import", node, dynamic)
         dotted = self.resolver.resolve(node)
+        if func and layers.is_layer_class(func) and self._in_init():
+            self.built |= {id(node), id(node.func)}
+        held = layers.holder_called(node, self.holders)
+        if held and not self._in_init():
+            self._add("static.library_call", node, f"calls {held[0]}, a {held[1]} (the task's library path): "
+                      "keep the layer to hold its parameters and compute with them in your own kernel", "torch")
         if func and "." in func:
             self._judge(func, node, "calls")
         if dotted and func in ("builtins.getattr", "operator.attrgetter"):
@@ -210,18 +249,23 @@ class _PythonChecker(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.MatMult) and not self.in_jit:
-            self._add("static.library_call", node, "uses the @ operator on tensors (the task's library path)")
+            self._add("static.library_call", node, "uses the @ operator on tensors (the task's library path)",
+                      "torch")
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.op, ast.MatMult) and not self.in_jit:
-            self._add("static.library_call", node, "uses the @= operator on tensors (the task's library path)")
+            self._add("static.library_call", node, "uses the @= operator on tensors (the task's library path)",
+                      "torch")
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         jit = any(self._is_jit(d) for d in node.decorator_list)
         self.in_jit += jit
+        self.kernels += jit
+        self.functions.append(node.name)
         self.generic_visit(node)
+        self.functions.pop()
         self.in_jit -= jit
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -270,36 +314,3 @@ class _PythonChecker(ast.NodeVisitor):
 def _harmless_torch(dotted: str) -> bool:
     tail = dotted.split(".", 1)[1] if "." in dotted else ""
     return dotted == "torch" or tail in names.TORCH_DTYPES or dotted.startswith(names.ALLOWED_IN_HANDLER)
-
-
-_C_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
-
-
-def _scan_c(path: Path, rel: str) -> list[Finding]:
-    """Host-side calls in CUDA/C++ sources: library handles, file and process calls, host callbacks."""
-    text = path.read_text(errors="replace")
-    includes = re.findall(r"#\s*include\s*[<\"]([^>\"]+)[>\"]", text)
-
-    def blank(match: re.Match) -> str:  # keep the newlines, so line numbers stay right
-        return "".join(c if c == "\n" else " " for c in match.group(0))
-
-    code = _C_NOISE.sub(blank, text)
-    findings: list[Finding] = []
-    for number, line in enumerate(code.splitlines(), start=1):
-        for header in (h for h in includes if h in text.splitlines()[number - 1]):
-            stem = header.rsplit(".", 1)[0]
-            for key, rule in names.C_FORBIDDEN_HEADERS.items():
-                if stem == key or stem.startswith(key) and key in ("cublas", "cudnn", "cufft"):
-                    findings.append(Finding(rule, rel, number, f"includes <{header}>"))
-        if line.lstrip().startswith("#"):
-            continue
-        for match in re.finditer(r"([A-Za-z_]\w*)\s*(\()?", line):
-            word, called = match.group(1), match.group(2)
-            if word.startswith(("cublas", "cudnn")):
-                findings.append(Finding("static.library_call", rel, number, f"calls {word} (the library path)"))
-            elif called and word in names.C_FILE_CALLS or word in names.C_FILE_TYPES:
-                findings.append(Finding("static.file_access", rel, number, f"uses {word} (file access from CUDA/C++)"))
-            elif called and word in names.C_PROCESS_CALLS:
-                findings.append(Finding("static.forbidden_import", rel, number,
-                                        f"calls {word} (processes, threads, host callbacks or native loading)"))
-    return findings

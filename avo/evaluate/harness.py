@@ -53,6 +53,12 @@ def scrubbed_env(device: str) -> dict[str, str]:
     return env
 
 
+def spec_ops(task_spec: str) -> str:
+    """The policy on library ops a task spec names (`problem.py?ops=partial`); 'strict' otherwise."""
+    options = dict(part.partition("=")[::2] for part in task_spec.partition("?")[2].split("&") if part)
+    return options.get("ops", "strict")
+
+
 class Evaluator:
     """Scores candidates for one task on one device; each evaluation in a fresh child process."""
 
@@ -198,7 +204,8 @@ class Evaluator:
         return self._failure("crash", "crash", message)
 
     def _failure(self, status: str, rule: str, message: str) -> EvalResult:
-        return EvalResult(status=status, rule=rule, message=message, device=self.device, gpu=self.gpu.name)
+        return EvalResult(status=status, rule=rule, message=message, device=self.device, gpu=self.gpu.name,
+                          ops=spec_ops(self.task_spec))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

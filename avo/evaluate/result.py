@@ -51,8 +51,13 @@ class EvalResult(BaseModel):
     device: str = ""
     gpu: str = ""
     library: str = ""
+    ops: str = "strict"
+    """The policy on library ops it was scored under: 'strict' (every compute op its own) or 'partial' (torch ops
+    allowed for the parts it does not replace; KernelBench tasks, `ops=partial`)."""
     versions: dict[str, str] = Field(default_factory=dict)
     seed: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    """How it was scored, where that differs from the configuration (e.g. an input rotation reduced to fit memory)."""
     wall_s: float = 0.0
     stage_s: dict[str, float] = Field(default_factory=dict)
 
@@ -70,7 +75,8 @@ class EvalResult(BaseModel):
             return f"{self.status}: {first[:160]}"
         src = "" if self.timing_source == "gpu" else f" [{self.timing_source}]"
         flag = " SUSPICIOUS" if self.suspicious else ""
-        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{flag}"
+        ops = "" if self.ops == "strict" else f" [ops={self.ops}]"
+        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{ops}{flag}"
 
 
 def geomean(values: list[float]) -> float:

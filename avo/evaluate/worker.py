@@ -94,6 +94,11 @@ class Context:
     def tensor_device(self) -> str:
         return "cuda" if self.device == "cuda" else "cpu"
 
+    @property
+    def ops(self) -> str:
+        """The task's policy on library ops: 'strict' (every compute op the candidate's own) or 'partial'."""
+        return getattr(self.task, "ops", "strict")
+
 
 def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
     """What an exception raised by candidate code means for its status."""
@@ -120,7 +125,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
         cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
         if not cand.reference_wrapper:
-            guards.check_static(cand.path, ctx.task.name)
+            guards.check_static(cand.path, ctx.task.name, ctx.ops)
         if cand.cuda and ctx.device == "cuda":
             from avo.cuda import prepare
 
@@ -234,6 +239,8 @@ def _forbidden(ctx: Context) -> frozenset[str]:
     sets = [task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
             for i, case in enumerate(task.cases(ctx.check_suite))]
     forbidden = guards.forbidden_ops(lambda: [(task.reference(*x), task.library(*x)) for x in sets])
+    if not guards.watches_ops(ctx.ops):
+        forbidden = frozenset()
     with poison_allocations():  # its first use, too, belongs before the Sentinel
         task.make_inputs(task.cases(ctx.check_suite)[0], ctx.seed, ctx.tensor_device)
     return forbidden
@@ -267,7 +274,7 @@ def _base_fields(ctx: Context) -> dict:
                 "cuda": torch.version.cuda or "none"}
     versions["gpu_device"] = torch.cuda.get_device_name() if ctx.device == "cuda" else "none (interpreter)"
     return {"device": ctx.device, "gpu": ctx.gpu.name, "library": ctx.task.library_name(), "versions": versions,
-            "seed": ctx.seed}
+            "seed": ctx.seed, "ops": ctx.ops}
 
 
 def _no_core_dumps() -> None:

@@ -3,7 +3,8 @@ candidate's kernel.py defines `ModelNew` with Model's constructor.
 
 Spec: `path/to/problem.py`, optionally with options `path/to/problem.py?baseline=compile&dtype=bfloat16`:
 `baseline` eager (default: Model in eager PyTorch) or compile (torch.compile(Model)); `dtype` casts floating inputs
-and parameters (default: the file's own dtypes).
+and parameters (default: the file's own dtypes); `ops` strict (default: every compute op is the candidate's own) or
+partial (torch ops allowed for the parts the candidate does not replace; it is still scored against the whole Model).
 
 Fixes to the format's known holes: correctness is a relative norm (all zeros never pass); the check suite draws
 several input sets and, where the file's size constants allow, a second size; the reference never runs on the
@@ -35,12 +36,14 @@ EXACT = ("int8", "int16", "int32", "int64", "uint8", "bool")
 DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
           "bfloat16": "bfloat16", "bf16": "bfloat16"}
 BASELINES = ("eager", "compile")
+OPS = ("strict", "partial")
 CHECK_DRAWS = 3
 """Input sets drawn at the file's own size in the check suite."""
 TINY_ELEMENTS = 1 << 15
 """Inputs, output and parameters of an interpreter (tiny) case stay under this many elements where the knobs allow."""
-BENCH_INPUT_COPIES = 8
-"""Input sets alive on the GPU at once while timing (the draws plus the rotation slots), for the memory estimate."""
+BENCH_INPUT_COPIES = 3
+"""Input copies alive on the GPU at the least while timing (one source set and its two rotation slots); the bench
+stage keeps more sets in rotation where free memory allows (evaluate/rotation_memory.py)."""
 
 
 def parse_spec(spec: str) -> tuple[Path, dict[str, str]]:
@@ -53,9 +56,11 @@ def parse_spec(spec: str) -> tuple[Path, dict[str, str]]:
             options[key] = value
         elif key == "dtype" and value in DTYPES:
             options[key] = DTYPES[value]
+        elif key == "ops" and value in OPS:
+            options[key] = value
         else:
-            raise UserError(f"unknown task option '{part}' in {spec}: use baseline=eager|compile and "
-                            "dtype=float32|float16|bfloat16")
+            raise UserError(f"unknown task option '{part}' in {spec}: use baseline=eager|compile, "
+                            "dtype=float32|float16|bfloat16 and ops=strict|partial")
     return Path(path_text), options
 
 
@@ -84,13 +89,16 @@ def with_options(spec: str, **options: str | None) -> str:
 class KernelBenchTask:
     entry = "ModelNew"
 
-    def __init__(self, path: str | Path, *, baseline: str = "eager", dtype: str | None = None):
+    def __init__(self, path: str | Path, *, baseline: str = "eager", dtype: str | None = None, ops: str = "strict"):
         import torch
 
         self.path = Path(path).resolve()
         if baseline not in BASELINES:
             raise UserError(f"unknown baseline '{baseline}': use eager or compile")
+        if ops not in OPS:
+            raise UserError(f"unknown ops policy '{ops}': use strict or partial")
         self.baseline = baseline
+        self.ops = ops
         self.dtype = DTYPES[dtype] if dtype else None
         self.cast = getattr(torch, self.dtype) if self.dtype else None
         self.name = self.path.stem
@@ -107,7 +115,8 @@ class KernelBenchTask:
 
     @property
     def spec(self) -> str:
-        options = {"baseline": self.baseline if self.baseline != "eager" else None, "dtype": self.dtype}
+        options = {"baseline": self.baseline if self.baseline != "eager" else None, "dtype": self.dtype,
+                   "ops": self.ops if self.ops != "strict" else None}
         return absolute_spec(str(self.path) + "?" + "&".join(f"{k}={v}" for k, v in options.items() if v))
 
     # -- suites -------------------------------------------------------------------------------------------------
@@ -281,9 +290,9 @@ class KernelBenchTask:
             need = BENCH_INPUT_COPIES * m.input_bytes + 3 * m.param_bytes + 4 * m.output_bytes
             free = torch.cuda.mem_get_info()[0]
             if need > free:
-                raise UserError(f"{self.path.name}: case {case.name} needs about {_gib(need)} on the GPU "
-                                f"({BENCH_INPUT_COPIES} input sets of {_gib(m.input_bytes)} for timing, parameters, "
-                                f"outputs) but {_gib(free)} are free: lower the file's size constants")
+                raise UserError(f"{self.path.name}: case {case.name} needs at least {_gib(need)} on the GPU "
+                                f"({BENCH_INPUT_COPIES} input copies of {_gib(m.input_bytes)} for timing, "
+                                f"parameters, outputs) but {_gib(free)} are free: lower the file's size constants")
 
     # -- the first candidate ------------------------------------------------------------------------------------
     def wrapper_source(self) -> str:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-RULES_VERSION = 2
+RULES_VERSION = 3
 """Bump when what a measurement holds, or how sizes are chosen, changes."""
 
 

@@ -33,11 +33,32 @@ def format_size(value: Any) -> str:
     return "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
+RAGGED_TILES = (64, 128)
+"""Block sizes a kernel is likely to assume divide its sizes: a ragged size is a multiple of none of them."""
+
+
+def _three_quarters(n: int) -> int:
+    return max(8, (n * 3 // 4) // 8 * 8) if n >= 16 else n
+
+
+def _ragged(n: int) -> int:
+    """Three quarters, then 8 less where that is a multiple of 64: still a multiple of 8 (16-byte vectors of 16-bit
+    elements stay legal) but of no usual block size, so a kernel whose last block is not masked fails."""
+    m = _three_quarters(n)
+    return m - 8 if n >= 16 and m > 8 and any(m % t == 0 for t in RAGGED_TILES) else m
+
+
 def second_sizes(sizes: dict[str, Any]) -> list[dict[str, Any]]:
-    """Other sizes worth checking, best first: three quarters (multiples of 8), then half."""
-    three_quarters = {k: _each(v, lambda n: max(8, (n * 3 // 4) // 8 * 8) if n >= 16 else n) for k, v in sizes.items()}
+    """Other sizes worth checking, best first: about three quarters with no knob a multiple of 64 (ragged), three
+    quarters (multiples of 8), then half."""
+    ragged = {k: _each(v, _ragged) for k, v in sizes.items()}
+    three_quarters = {k: _each(v, _three_quarters) for k, v in sizes.items()}
     half = {k: _each(v, lambda n: max(1, n // 2)) for k, v in sizes.items()}
-    return [s for s in (three_quarters, half) if s != sizes]
+    found: list[dict[str, Any]] = []
+    for s in (ragged, three_quarters, half):
+        if s != sizes and s not in found:
+            found.append(s)
+    return found
 
 
 def downsized(problem: Any, sizes: dict[str, Any], dtype: Any, budget: int) -> dict[str, Any]:

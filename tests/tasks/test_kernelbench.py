@@ -14,6 +14,7 @@ from avo.errors import UserError
 from avo.evaluate import guards
 from avo.tasks import relative_error
 from avo.tasks.kernelbench import TINY_ELEMENTS, KernelBenchTask, absolute_spec, with_options
+from avo.tasks.kernelbench_sizes import second_sizes
 
 PROBLEMS = Path(__file__).parent / "kb_problems"
 BROKEN = PROBLEMS / "broken"
@@ -84,7 +85,8 @@ def test_knobs_and_suites(matmul):
     check = matmul.cases("check")
     file_size = {"batch_size": 256, "in_features": 512, "out_features": 384}
     assert [c.params["sizes"] for c in check[:3]] == [file_size] * 3
-    assert check[3].params["sizes"] == {"batch_size": 192, "in_features": 384, "out_features": 288}
+    # About three quarters, ragged: multiples of 8 but not of 64 (288 already is not).
+    assert check[3].params["sizes"] == {"batch_size": 184, "in_features": 376, "out_features": 288}
     assert [c.params["sizes"] for c in matmul.cases("bench")] == [file_size]
     for suite in ("check", "bench", "tiny"):
         names = [c.name for c in matmul.cases(suite)]
@@ -146,8 +148,8 @@ def test_reference_is_float64_and_library_is_within_tolerance(matmul):
         assert 0 < relative_error(lib, ref) < matmul.tolerance(case.dtype)
     second = matmul.cases("check")[3]
     x = matmul.make_inputs(second, 1, "cpu")
-    assert matmul.output_like(second, x) == ((192, 288), "float32")
-    assert tuple(matmul.library(*x).shape) == (192, 288)
+    assert matmul.output_like(second, x) == ((184, 288), "float32")
+    assert tuple(matmul.library(*x).shape) == (184, 288)
 
 
 def test_zeros_never_pass_the_relative_norm(matmul):
@@ -293,7 +295,7 @@ def test_the_first_candidate_wraps_model_and_is_recognized(matmul, tmp_path, mon
 def test_preflight_refuses_inputs_that_do_not_fit(monkeypatch, matmul):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 20, 1 << 30))
-    with pytest.raises(UserError, match=r"needs about 0\.0\d GiB on the GPU .* but 0\.00 GiB are free"):
+    with pytest.raises(UserError, match=r"needs at least 0\.0\d GiB on the GPU .* but 0\.00 GiB are free"):
         matmul.preflight("cuda")
     matmul.preflight("interpret")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 34, 1 << 35))
@@ -328,3 +330,15 @@ def test_measurements_are_remembered_across_processes(monkeypatch, tmp_path):
         assert (again.flops(case), again.bytes(case)) == (first.flops(case), first.bytes(case))
     x = again.make_inputs(again.cases("tiny")[0], 0, "cpu")
     assert again._variant_of(x).sizes == again.cases("tiny")[0].params["sizes"]
+
+
+def test_the_second_check_size_is_ragged_where_the_file_allows():
+    """A kernel that drops the sums of a row's last, partial block must meet a size that is a multiple of 8 but not of
+    64 or 128 on the GPU too: 23_Softmax's file size (4096 x 393216) and its three quarters (3072 x 294912) are both
+    multiples of every usual block."""
+    task = tasks.load(str(Path(__file__).resolve().parents[2] / "examples" / "kernelbench" / "problems"
+                          / "23_Softmax.py"))
+    second = task.cases("check")[3].params["sizes"]
+    assert second == {"batch_size": 3064, "dim": 294904}
+    assert all(n % 8 == 0 and n % 64 and n % 128 for n in second.values())
+    assert second_sizes({"n": 12, "m": 40}) == [{"n": 12, "m": 24}, {"n": 6, "m": 20}]  # 40 -> 30 -> 24: not of 64

@@ -1,9 +1,10 @@
 """ModelNew for examples/kernelbench/linear_relu.py: relu(x @ Wᵀ + b) as one Triton kernel.
 
 One program per output tile; bias and ReLU are applied to the fp32 accumulator before the single store, so the
-unfused library path's extra pass over the output (write, read, write again for the ReLU) is gone. The weight keeps
-nn.Linear's [out, in] layout and name (`self.linear.weight`), so avo copies Model's parameters in. Masks make any
-shape correct; the knobs are the usual GEMM tile, pipeline and tile-order choices.
+unfused library path's extra pass over the output (write, read, write again for the ReLU) is gone. `self.linear`
+stays Model's nn.Linear, a holder of the weight ([out, in]) and bias, so avo copies Model's parameters in by name;
+forward reads them and never calls the layer. Masks make any shape correct; the knobs are the usual GEMM tile,
+pipeline and tile-order choices.
 """
 
 import torch
@@ -47,19 +48,10 @@ def _linear_relu(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K,
              mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
-class _Linear(nn.Module):
-    """weight [out, in] and bias [out] under nn.Linear's names."""
-
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.bias = nn.Parameter(torch.empty(out_features))
-
-
 class ModelNew(nn.Module):
     def __init__(self, in_features, out_features):
         super().__init__()
-        self.linear = _Linear(in_features, out_features)
+        self.linear = nn.Linear(in_features, out_features)
 
     def forward(self, x):
         x = x.contiguous()

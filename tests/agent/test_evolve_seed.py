@@ -1,0 +1,72 @@
+"""`avo evolve` with a seed it cannot evolve: one line, exit 2, before any candidate budget is spent. A seed that fails
+a guard (the real evaluator on a real KernelBench problem) or the check suite; a knob-less seed for the heuristic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
+import avo.commands.evolve as evolve_command
+from avo.cli import main
+from avo.run import Run, list_runs
+
+REPO = Path(__file__).resolve().parents[2]
+PROBLEM = REPO / "examples" / "kernelbench" / "problems" / "12_Gemm_Multiply_LeakyReLU.py"
+TWIN = REPO / "tests" / "evaluate" / "kb_cheats" / "12_Gemm_Multiply_LeakyReLU_layer_called"
+
+
+def evolve(tmp_path: Path, capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["evolve", "--device", "interpret", "--hours", "1", "--max-candidates", "5", "--runs-dir",
+                 str(tmp_path / "runs"), "--quiet", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    evaluator = FakeEvaluator()
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return evaluator
+
+
+def test_a_seed_that_fails_the_check_suite_stops_the_run_at_once(tmp_path, fake, monkeypatch, capsys):
+    seed = write_seed(tmp_path / "seed")
+    (seed / "kernel.py").write_text(SEED_SOURCE + "WRONG = 1\n")
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    code, out, err = evolve(tmp_path, capsys, "--kernel", "gemm", "--agent", "heuristic")
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"avo: error: the seed {seed} failed the check suite: check.mismatch: case 64x64x64: ")
+    assert "stopped before any candidate" in err and f"avo bench {seed} --kernel 'gemm' --device interpret" in err
+    assert fake.calls == ["evaluate"]
+    run = list_runs(tmp_path / "runs")[-1]
+    assert run.info()["state"] == "failed"
+    assert [i.cid for i in run.lineage.log()] == ["c0000"]
+
+
+def test_a_seed_that_fails_a_guard_stops_the_run_naming_rule_and_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = evolve(tmp_path, capsys, "--kernel", str(PROBLEM), "--seed-kernel", str(TWIN), "--agent",
+                            "heuristic")
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert (f"the seed {TWIN} failed a guard: static.library_call: kernel.py:29 calls self.gemm, a torch.nn.Linear"
+            in err)
+    run = Run.open("latest", tmp_path / "runs")
+    assert run.info()["state"] == "failed" and len(run.lineage) == 1
+
+
+def test_the_heuristic_agent_with_a_seed_without_knobs_says_what_it_needs(tmp_path, fake, monkeypatch, capsys):
+    seed = tmp_path / "plain"
+    seed.mkdir()
+    (seed / "kernel.py").write_text(SEED_SOURCE.replace("  # avo: tune 1.0 1.5 2.0", ""))
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    code, out, err = evolve(tmp_path, capsys, "--kernel", "gemm")  # auto without an API key: the heuristic
+    assert code == 2
+    assert err.count("\n") == 1
+    assert f"the heuristic agent only tunes `# avo: tune` knobs and {seed / 'kernel.py'} has none" in err
+    assert "--seed-kernel" in err and "--agent anthropic" in err
+    assert fake.calls == [] and not list_runs(tmp_path / "runs")
