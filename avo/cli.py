@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from avo.errors import UserError
 
 COMMAND_MODULES = (
-    "doctor", "bench", "evolve", "runs", "replay", "report", "profile", "docs",
+    "doctor", "bench", "evolve", "runs", "replay", "report", "serve", "profile", "docs",
 )
 
 app = typer.Typer(

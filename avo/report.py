@@ -16,6 +16,11 @@ from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.replay_rebench import recorded_eval
 
+STATUS_COLOR = {"correct": "#2b8cbe", "incorrect": "#e6550d", "compile_error": "#756bb1", "timeout": "#d6a300",
+                "crash": "#636363", "rejected": "#de2d26", "not_run": "#9e9ac8"}
+"""One colour per candidate status, shared by the PNG figures and the web pages."""
+ACCEPTED_COLOR = "#31a354"
+
 
 @dataclass
 class Point:
@@ -28,6 +33,8 @@ class Point:
     accepted: bool
     elapsed_s: float | None
     rationale: str
+    summary: str = ""
+    """The evaluation in one line (EvalResult.summary), or the commit's summary when no evaluation is recorded."""
 
 
 @dataclass
@@ -69,7 +76,8 @@ def gather(run) -> ReportData:
             when = max(0.0, (_parse_time(c.created) - started).total_seconds())
         points.append(Point(cid=c.cid, index=int(c.cid[1:]), parent=c.parent, status=c.status,
                             rule=result.rule if result else None, fitness=c.fitness, accepted=c.accepted,
-                            elapsed_s=when, rationale=c.rationale))
+                            elapsed_s=when, rationale=c.rationale,
+                            summary=result.summary() if result else c.summary))
     best, baseline = lineage.best, lineage.baseline
     best_eval, baseline_eval = evals.get(best), evals.get(baseline)
     shown = [r for r in (best_eval, baseline_eval) if r is not None] or [r for r in evals.values() if r]

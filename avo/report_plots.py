@@ -11,10 +11,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from avo.report import ACCEPTED_COLOR, STATUS_COLOR
+
 DPI = 100
-STATUS_COLOR = {"correct": "#2b8cbe", "incorrect": "#e6550d", "compile_error": "#756bb1", "timeout": "#d6a300",
-                "crash": "#636363", "rejected": "#de2d26", "not_run": "#9e9ac8"}
-ACCEPTED_COLOR = "#31a354"
 
 
 def _figure(width_in: float, height_in: float) -> Figure:

@@ -1,4 +1,4 @@
-"""`avo report RUN`: PNG figures and a Markdown summary of a run."""
+"""`avo report RUN`: PNG figures and a Markdown summary of a run; `--html`: the web view's pages as one file."""
 
 from __future__ import annotations
 
@@ -12,15 +12,23 @@ def report(
     run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Folder for the report (default: the "
-                                                                       "run's report/)."),
+                                                                       "run's report/; with --html, "
+                                                                       "a file or a folder)."),
+    html: bool = typer.Option(False, "--html", help="One self-contained HTML file (the run and candidate pages of "
+                                                    "`avo serve`; no script, no network) instead of figures."),
 ) -> None:
-    """Figures (fitness over time and candidates, TFLOPS per case, status counts) and report.md."""
+    """Figures (fitness over time and candidates, TFLOPS per case, status counts) and report.md; or one HTML file."""
     from avo.report import write_report
     from avo.run import Run
 
     opened = Run.open(run, runs_dir)
     try:
-        written = write_report(opened, output)
+        if html:
+            from avo.web.report import write_html
+
+            written = [write_html(opened, output)]
+        else:
+            written = write_report(opened, output)
     finally:
         opened.close()
     for path in written:
