@@ -191,7 +191,10 @@ def handler_for(site: Site, *, loopback_only: bool, quiet: bool = True) -> type[
                 self.send_header(name, value)
             self.end_headers()
             if body:
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the browser left (a new page, a closed tab)
+                    pass
 
         def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
             if not quiet:
