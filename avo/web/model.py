@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from avo.lineage_format import CID_PATTERN
 from avo.replay import Marker, Step, build
 from avo.replay_rebench import recorded_eval
+from avo.web.diffs import diff_table
 
 EDIT_TOOLS = frozenset({"edit_file", "write_file", "shell"})
 REPORT_TOOLS = frozenset({"profile", "inspect_compile"})
@@ -105,9 +106,9 @@ def candidate(run, cid: str, events_history: History) -> dict:
     best, baseline = lineage.best, lineage.baseline
     diffs = []
     if parent is not None:
-        diffs.append((f"against its parent {parent.cid}", lineage.diff(parent.cid, cid)))
+        diffs.append((f"against its parent {parent.cid}", diff_table(lineage, parent.cid, cid)))
     if baseline and baseline != cid and (parent is None or baseline != parent.cid):
-        diffs.append((f"against the baseline {baseline}", lineage.diff(baseline, cid)))
+        diffs.append((f"against the baseline {baseline}", diff_table(lineage, baseline, cid)))
     rejected = None
     if result is not None and result.status != "correct":
         rejected = {"status": result.status, "rule": result.rule, "message": result.message}

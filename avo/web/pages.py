@@ -1,4 +1,4 @@
-"""HTML of the runs, run and candidate pages: Jinja2 templates with autoescape on, diffs highlighted by Pygments.
+"""HTML of the runs, run and candidate pages: Jinja2 templates with autoescape on.
 
 `Links` is the only difference between the served pages (one URL per page) and the report file (one anchor per
 section), so both show the same pages.
@@ -13,9 +13,7 @@ from importlib import resources
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
-from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import DiffLexer
 
 from avo.report import STATUS_COLOR, gather
 from avo.report_markdown import budget_line
@@ -43,20 +41,12 @@ class Links:
 def _env() -> Environment:
     env = Environment(loader=PackageLoader("avo.web", "templates"), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
-    env.filters["diff"] = diff_html
     env.filters["clip"] = lambda text, n=TEXT_LIMIT: text if len(text) <= n else text[:n] + f"\n... ({len(text) - n} "\
                                                                                           "more characters)"
     env.filters["pretty"] = lambda value: json.dumps(value, indent=1, ensure_ascii=False, default=str)
     env.filters["num"] = lambda v, fmt=".4g": "-" if v is None else format(v, fmt)
     env.globals["status_color"] = STATUS_COLOR
     return env
-
-
-def diff_html(text: str) -> Markup:
-    """A unified diff as highlighted HTML (Pygments escapes every character it is given)."""
-    if not text.strip():
-        return Markup('<p class="muted">(no differences in the files)</p>')
-    return Markup(highlight(text, DiffLexer(), HtmlFormatter(cssclass="highlight")))
 
 
 @lru_cache(maxsize=1)

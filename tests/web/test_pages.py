@@ -68,7 +68,10 @@ def test_run_page_draws_every_candidate_in_both_charts_and_the_tree(site):
 
 def test_candidate_page_shows_diff_gain_turns_and_cases(site):
     body = page(site, "/run/gpu-shaped/c0002")
-    assert '<span class="gi">+BLOCK_M = 128</span>' in body and '<span class="gd">-BLOCK_M = 64</span>' in body
+    rows = re.findall(r'<tr class="(add|del)"><td class="ln">(\d*)</td><td class="ln">(\d*)</td><td class="code">'
+                      r'<span class="sign">[+-]</span>(.*?)</td></tr>', body)
+    code = '<span class="n">BLOCK_M</span> <span class="o">=</span> <span class="mi">{}</span>'
+    assert ("del", "1", "", code.format(64)) in rows and ("add", "", "1", code.format(128)) in rows  # lexed as Python
     assert "Diff against its parent c0000" in body
     assert re.search(r'id="measured">\+21\.4% \(1\.214x\) over c0000', body)
     assert "Bigger tiles: more reuse of each loaded tile." in body  # the turn that led to it
