@@ -38,6 +38,8 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
+PAGES_KEPT = 64
+"""Rendered run and candidate pages kept, keyed by path and version (oldest dropped first)."""
 STATIC = {"avo.css": ("text/css; charset=utf-8", pages.stylesheet),
           "live.js": ("text/javascript; charset=utf-8", pages.live_script)}
 
@@ -57,6 +59,7 @@ class Site:
                     raise UserError(f"two runs named '{run.id}' were given; serve them one at a time")
                 self.fixed[run.id] = run.path
         self._histories: dict[Path, tuple[tuple, model.History]] = {}
+        self._pages: dict[tuple[str, str | None], str] = {}
         self._lock = threading.Lock()
 
     def runs(self) -> dict[str, Path]:
@@ -122,16 +125,27 @@ class Site:
             return _text(HTTPStatus.NOT_FOUND, f"no run '{run_id}' is served here")
         if not path.endswith("/") and match.re is _RUN:
             return HTTPStatus.MOVED_PERMANENTLY, f"/run/{run_id}/", b""
+        version = self.version(path)
+        with self._lock:
+            cached = self._pages.get((path, version))
+        if cached is not None:  # several open tabs, or a tab refreshed twice: draw each version of a page once
+            return self._html(cached)
         run = Run(runs[run_id])
         try:
             if match.re is _RUN:
-                return self._html(pages.run_page(run, self.version(path)))
-            cid = match.group(2)
-            if cid not in run.lineage.cids():
-                return _text(HTTPStatus.NOT_FOUND, f"run {run_id} has no candidate {cid}")
-            return self._html(pages.candidate_page(run, cid, self.history(run), self.version(path)))
+                text = pages.run_page(run, version)
+            else:
+                cid = match.group(2)
+                if cid not in run.lineage.cids():
+                    return _text(HTTPStatus.NOT_FOUND, f"run {run_id} has no candidate {cid}")
+                text = pages.candidate_page(run, cid, self.history(run), version)
         finally:
             run.close()
+        with self._lock:
+            self._pages[(path, version)] = text
+            while len(self._pages) > PAGES_KEPT:
+                self._pages.pop(next(iter(self._pages)))
+        return self._html(text)
 
     def _rows(self) -> list[dict]:
         rows = []

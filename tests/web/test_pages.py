@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import http.client
+import os
 import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from lineage_fakes import result, write_candidate
 from replay_runs import gpu_shaped_run
 from web_runs import PAYLOAD, xss_run
 
+import avo
 from avo.cli import main
 from avo.config import RunConfig
 from avo.run import Run
@@ -179,3 +184,21 @@ def test_cli_errors_are_one_line_and_exit_2(runs, tmp_path, capsys):
     assert len(errors) == 4 and all(line.startswith("avo: error: ") for line in errors), errors
     assert main(["report", "--html", "gpu-shaped", "--runs-dir", str(runs), "-o", str(tmp_path)]) == 0
     assert (tmp_path / "gpu-shaped.html").stat().st_size > 10_000
+
+
+def test_serve_on_another_host_warns_and_serves(runs):
+    env = {**os.environ, "PYTHONPATH": str(Path(avo.__file__).resolve().parents[1])}
+    serve = subprocess.Popen([sys.executable, "-m", "avo", "serve", "--runs-dir", str(runs), "--host", "0.0.0.0",
+                              "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = serve.stdout.readline()
+        port = int(re.fullmatch(rf"serving the runs in {re.escape(str(runs))} at http://0\.0\.0\.0:(\d+)/ "
+                                r"\(Ctrl-C to stop\)\n", line).group(1))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/run/gpu-shaped/", headers={"Host": "gpu-box.example:8765"})
+        assert conn.getresponse().status == 200  # not loopback: any host name is answered
+    finally:
+        serve.terminate()
+        serve.wait(10)
+    assert "warning: listening on 0.0.0.0: anyone who can reach this machine can read these runs" in \
+        serve.stderr.read()
