@@ -26,6 +26,7 @@ def required() -> set[str]:
 
 def module(name: str) -> ModuleType:
     """`name` imported, or the test skips saying what to install (fails where AVO_TEST_REQUIRE names it)."""
+    __tracebackhide__ = True  # pytest reports the skip at the test's line, not this one
     try:
         return importlib.import_module(name)
     except ImportError as exc:
