@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import re
 import sys
 from dataclasses import dataclass
@@ -54,6 +55,24 @@ class CudaCompileError(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+
+class CupyUnavailable(ImportError):
+    """CuPy is not installed: CUDA C++ compiles and launches through it (the machine's set-up, not the candidate)."""
+
+
+def _from_cupy(module: str) -> Any:
+    """A CuPy module (`cupy`, `cupy_backends.cuda.libs.nvrtc`, ...), or CupyUnavailable saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("cupy", "cupy_backends"):
+            raise
+        from avo import extras
+
+        extra, why = extras.suggested_extra()
+        raise CupyUnavailable(f"CuPy is not installed, and CUDA C++ kernels compile and launch through it: "
+                              f"{extras.install_command(extra)} (avo's {extra} extra; {why})") from None
 
 
 @dataclass(frozen=True)
@@ -185,11 +204,10 @@ class CudaModule:
 
     def compile(self, arch: str) -> bytes:
         """The cubin for `arch` (cached by content, options and NVRTC version); CudaCompileError with NVRTC's log."""
-        from cupy_backends.cuda.libs import nvrtc
-
         build = self.build
         _check_declared(build)
         check_includes(build.folder)
+        nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
         text = build.source.read_text()
         digest = hashlib.sha256()
         for part in (text, *_headers(build.folder), *self.options(arch), *self.name_expressions,
@@ -204,12 +222,13 @@ class CudaModule:
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
                *, shared_mem: int = 0) -> None:
         """Launch kernel `name` on torch's current stream of the tensors' device."""
-        import cupy
         import torch
 
         device = _device_of(args)
-        function = self._function(name, device)
+        function = self._function(name, device)  # a missing CuPy is reported here, on the first launch
         stream = self._stream(device, torch.cuda.current_stream(device).cuda_stream)
+        import cupy
+
         with cupy.cuda.Device(device):
             if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
                 from cupy_backends.cuda.api import driver
@@ -224,8 +243,9 @@ class CudaModule:
     def _function(self, name: str, device: int) -> Any:
         function = self._functions.get((device, name))
         if function is None:
-            import cupy
             import torch
+
+            cupy = _from_cupy("cupy")
             from cupy.cuda import function as cupy_function
 
             with cupy.cuda.Device(device):
@@ -246,9 +266,7 @@ class CudaModule:
     def _stream(self, device: int, pointer: int) -> Any:
         stream = self._streams.get((device, pointer))
         if stream is None:
-            import cupy
-
-            stream = self._streams[(device, pointer)] = cupy.cuda.ExternalStream(pointer, device)
+            stream = self._streams[(device, pointer)] = _from_cupy("cupy").cuda.ExternalStream(pointer, device)
         return stream
 
 
@@ -289,8 +307,9 @@ def prepare(device: int = 0) -> None:
     """Load CuPy and NVRTC, find the CUDA headers and load one trivial module on `device` now. The evaluator calls
     this before it starts watching a CUDA candidate for new threads and processes, so whatever these libraries
     start on first use belongs to its baseline rather than to the candidate."""
-    import cupy
     import torch
+
+    cupy = _from_cupy("cupy")
     from cupy.cuda import function as cupy_function
     from cupy_backends.cuda.libs import nvrtc
 

@@ -12,7 +12,8 @@
 # --out       the bundle folder (default .whl); its old *.whl files are replaced.
 # --skip      comma-separated distributions left out because the target image has them; shell-style patterns
 #             allowed (default: torch,triton,nvidia-*-cu*,numpy,typing-extensions). Use --skip '' to bundle all.
-# --extras    avo extras to include as well, e.g. cuda (CuPy).
+# --extras    avo extras to include as well: cuda13 or cuda12 (CuPy and cuda-bindings for the target's CUDA major,
+#             the CUDA its torch is built for). `cuda`, the old name of cuda12, is refused here: say which CUDA.
 #
 # Dependencies come as binary wheels only (pip download --only-binary=:all:), so a bundle for another Python or
 # platform can be made on any machine. Dependencies of the bundle that were skipped are listed in install.sh,
@@ -46,6 +47,9 @@ done
 
 [[ "$TARGET_PY" =~ ^3\.[0-9]+$ ]] || die "--python takes a version like 3.12, not '$TARGET_PY'"
 case "$ARCH" in x86_64|aarch64) ;; *) die "--arch takes x86_64 or aarch64, not '$ARCH'" ;; esac
+case ",${EXTRAS// /}," in
+  *,cuda,*) die "--extras cuda: name the target's CUDA major, cuda13 or cuda12 (the CUDA its torch is built for)" ;;
+esac
 if [ ${#PLATFORMS[@]} -eq 0 ]; then
   # pip does not widen a manylinux tag to older glibc versions by itself: name each one
   PLATFORMS=(manylinux2014_"$ARCH")
@@ -98,10 +102,18 @@ def requires(wheel, with_extras):
 def dist_name(wheel):
     return canon(Path(wheel).name.split("-")[0])
 
-if mode == "requirements":  # avo's direct requirements, minus the skipped ones
+if mode == "check-extras":  # every extra asked for is one avo declares
+    with zipfile.ZipFile(wheels[0]) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        provided = {line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
+                    if line.startswith("Provides-Extra:")}
+    unknown = sorted(extras - provided)
+    if unknown:
+        sys.exit(f"wheelhouse: error: avo has no extra {', '.join(unknown)} (it has: {', '.join(sorted(provided))})")
+elif mode == "requirements":  # avo's direct requirements, minus the skipped ones
     for req in requires(wheels[0], extras):
-        if not skipped(req.name):
-            print(req)
+        if not skipped(req.name):  # without its marker, already evaluated here (pip would read `extra` as unset)
+            print(req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") + str(req.specifier))
 elif mode == "skipped-files":  # downloaded wheels that match a skip pattern (pulled in indirectly)
     for w in wheels:
         if skipped(dist_name(w)):
@@ -121,6 +133,7 @@ elif mode == "expected":  # what the bundle needs but does not hold: must be on 
 PY
 }
 
+helper check-extras "$TARGET_PY" "$ARCH" "$SKIP" "$EXTRAS" "$AVO_WHEEL" || exit 2
 echo "== dependencies for Python $TARGET_PY ($ABI) on ${PLATFORMS[0]} ... (skipping: ${SKIP:-nothing})"
 helper requirements "$TARGET_PY" "$ARCH" "$SKIP" "$EXTRAS" "$AVO_WHEEL" > "$OUT/requirements.txt"
 PLATFORM_ARGS=()
@@ -160,4 +173,4 @@ COUNT=$(ls "$OUT"/*.whl 2>/dev/null | wc -l)
 SIZE=$(du -sh "$OUT" | cut -f1)
 echo "== $OUT: $COUNT dependency wheels + $(basename "$AVO_WHEEL") ($SIZE)"
 echo "install on the target:  bash $OUT/install.sh"
-echo "  which runs: python3 -m pip install --no-index --find-links $OUT --find-links $OUT/project avo==$AVO_VERSION"
+echo "  which runs: python3 -m pip install --no-index --find-links $OUT --find-links $OUT/project avo${EXTRAS:+[$EXTRAS]}==$AVO_VERSION"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import time
 
+import needs
 import numpy
 import pytest
 import torch
@@ -35,19 +37,6 @@ def candidate(tmp_path, cu: str = GOOD_CU, options: str = "()", name: str = "k.c
     (tmp_path / "kernel.py").write_text(KERNEL_PY.format(options=options))
     (tmp_path / name).write_text(textwrap.dedent(cu))
     return tmp_path
-
-
-def nvrtc_available() -> bool:
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-        return True
-    except Exception:
-        return False
-
-
-needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (CuPy's libnvrtc) is not available")
 
 
 def test_target_arch_enables_architecture_specific_features_from_hopper_on():
@@ -130,7 +119,7 @@ def test_trim_log_drops_the_folder_and_keeps_the_first_lines(tmp_path):
     assert str(tmp_path) not in trimmed and trimmed.endswith("more lines)") and len(trimmed) < 260
 
 
-@needs_nvrtc
+@needs.nvrtc
 def test_nvrtc_compiles_for_hopper_and_caches_by_content(tmp_path):
     folder = candidate(tmp_path)
     module = load_entry(folder, "entry").__globals__["module"]
@@ -143,7 +132,7 @@ def test_nvrtc_compiles_for_hopper_and_caches_by_content(tmp_path):
     assert module.compile("sm_90a") is not cubin
 
 
-@needs_nvrtc
+@needs.nvrtc
 def test_nvrtc_cubin_is_a_whole_elf_file_the_disassembler_reads(tmp_path):
     from avo.profile.sass import sass_text
 
@@ -185,7 +174,7 @@ def test_tensor_map_is_encoded_once_per_layout_and_address():
     assert cuda.tensor_map(x[64:], box=(64, 64)).arg.tobytes() != first.arg.tobytes()  # another base address
 
 
-@needs_nvrtc
+@needs.nvrtc
 def test_nvrtc_error_is_the_compilers_message(tmp_path):
     folder = candidate(tmp_path, cu=GOOD_CU + "\nint broken = ;\n")
     module = load_entry(folder, "entry").__globals__["module"]
@@ -197,7 +186,7 @@ def test_nvrtc_error_is_the_compilers_message(tmp_path):
     assert "int broken = ;" in message and str(folder) not in message
 
 
-@needs_nvrtc
+@needs.nvrtc
 def test_name_expressions_instantiate_template_kernels(tmp_path):
     cu = "template <int N> __global__ void fill(float* x) { x[threadIdx.x] = N; }\n"
     folder = candidate(tmp_path, cu=cu)
@@ -226,3 +215,28 @@ def test_a_module_not_made_by_load_module_is_refused(tmp_path):
     object.__setattr__(module.build, "flags", ("-include=/etc/hostname",))
     with pytest.raises(cuda.CudaCompileError, match="altered"):
         module.compile("sm_90a")
+
+
+def test_without_cupy_compiling_says_what_to_install(tmp_path, monkeypatch):
+    for name in [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupy_backends")] + ["cupy", "cupy_backends"]:
+        monkeypatch.setitem(sys.modules, name, None)  # what the import system does for a package that is not there
+    module = load_entry(candidate(tmp_path), "entry").__globals__["module"]
+    with pytest.raises(cuda.CupyUnavailable, match=r"^CuPy is not installed, .*: pip install 'cupy-cuda1[23]x.* "
+                                                   r"\(avo's cuda1[23] extra; torch is"):
+        module.compile("sm_90a")
+
+
+def test_the_cupy_api_avo_uses_is_there():
+    """On the CPU too, so a CuPy release that moves what avo.cuda calls is caught without a GPU."""
+    cupy = needs.module("cupy")
+    from cupy.cuda import function
+    from cupy_backends.cuda.api import driver
+    from cupy_backends.cuda.libs import nvrtc
+
+    for name in ("createProgram", "addNameExpression", "compileProgram", "getLoweredName", "getProgramLog",
+                 "getCUBIN", "destroyProgram", "getVersion", "NVRTCError"):
+        assert hasattr(nvrtc, name), f"cupy_backends.cuda.libs.nvrtc.{name}"
+    assert hasattr(function.Module, "load") and hasattr(function.Module, "get_function")
+    assert callable(driver.funcSetAttribute) and isinstance(driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int)
+    assert callable(cupy.cuda.ExternalStream) and callable(cupy.cuda.Device)
+    assert callable(cupy.cuda.runtime.deviceSynchronize)

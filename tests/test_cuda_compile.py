@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import textwrap
 
+import needs
 import pytest
 
-from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check, find_nvcc
+from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
 from avo.evaluate.loader import load_entry
-
-pytestmark = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 
 RESOURCES_CU = """
 extern "C" __global__ void with_shared(float* out) {
@@ -32,6 +31,7 @@ def write(folder, name, text):
     return folder
 
 
+@needs.nvcc
 def test_syntax_error_gives_the_compilers_message(tmp_path):
     write(tmp_path, "bad.cu", 'extern "C" __global__ void k(float* x) {\n    x[0] = 1.0f\n}\n')
     check = compile_check(tmp_path, "sm_90a")
@@ -41,6 +41,7 @@ def test_syntax_error_gives_the_compilers_message(tmp_path):
     assert str(tmp_path) not in check.log and "ptxas info" not in check.log
 
 
+@needs.nvcc
 def test_resources_per_kernel(tmp_path):
     check = compile_check(write(tmp_path, "r.cu", RESOURCES_CU), "sm_90a")
     assert check.ok, check.log
@@ -50,6 +51,7 @@ def test_resources_per_kernel(tmp_path):
     assert stack["stack_bytes"] >= 256 and stack["static_shared_bytes"] == 0
 
 
+@needs.nvcc
 def test_defines_declared_by_kernel_py_are_used(tmp_path):
     write(tmp_path, "k.cu", """
         #ifndef WIDTH
@@ -72,6 +74,7 @@ def test_defines_declared_by_kernel_py_are_used(tmp_path):
     assert list(check.resources) == ["k"]
 
 
+@needs.nvcc
 def test_includes_outside_the_folder_are_refused(tmp_path):
     write(tmp_path, "k.cu", '#include "../secret.h"\n__global__ void k() {}\n')
     check = compile_check(tmp_path, "sm_90a")
@@ -89,6 +92,7 @@ def test_missing_nvcc_is_the_machines_problem(tmp_path, monkeypatch):
         compile_check(write(tmp_path, "k.cu", "__global__ void k() {}\n"), "sm_90a")
 
 
+@needs.nvcc
 def test_outcome_without_a_gpu(tmp_path):
     from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
 
@@ -104,6 +108,7 @@ def test_outcome_without_a_gpu(tmp_path):
     assert (status, rule) == ("compile_error", "compile") and "expected an expression" in message
 
 
+@needs.nvcc
 def test_the_evaluator_compiles_cuda_candidates_without_a_gpu_and_says_it_ran_nothing(tmp_path):
     import shutil
     from pathlib import Path

@@ -111,13 +111,36 @@ def check_tool(name: str, args: list[str], fix: str, required: bool = False) -> 
 
 
 def check_cupy() -> Check:
-    from importlib import metadata
+    """CuPy and cuda-bindings, as avo's cuda13/cuda12 extra installs them, built for the CUDA torch is built for."""
+    from avo import extras
 
-    for dist in metadata.distributions():
-        dist_name = (dist.metadata["Name"] or "").lower()
-        if dist_name == "cupy" or dist_name.startswith("cupy-cuda"):
-            return Check("CuPy", True, f"{dist_name} {dist.version}")
-    return Check("CuPy", False, "not installed (only CUDA C++ candidates need it)", "pip install 'avo[cuda]'")
+    extra, why = extras.suggested_extra()
+    install = extras.install_command(extra)
+    cupys = extras.cupy_installs()
+    if not cupys:
+        return Check("CuPy", False, "not installed (only CUDA C++ candidates need it)",
+                     f"{install}  (avo's {extra} extra: {why})")
+    names = " ".join(c.name for c in cupys)
+    if len(cupys) > 1:
+        return Check("CuPy", False, f"{', '.join(f'{c.name} {c.version}' for c in cupys)} are all installed and "
+                     "overwrite each other's files", f"pip uninstall -y {names} && {install}  ({why})")
+    cupy, torch_cuda = cupys[0], extras.torch_cuda()
+    if None not in (cupy.cuda, torch_cuda) and cupy.cuda != torch_cuda:
+        return Check("CuPy", False, f"{cupy.name} {cupy.version} is built for CUDA {cupy.cuda}, torch for CUDA "
+                     f"{torch_cuda}", f"pip uninstall -y {names} && {install}  (avo's {extra} extra)")
+    cuda = torch_cuda or cupy.cuda
+    if cuda in extras.CUDA_EXTRAS:
+        extra = extras.CUDA_EXTRAS[cuda]
+    fix = f"{extras.install_command(extra)}  (avo's {extra} extra)"
+    bindings = extras.cuda_bindings()
+    detail = f"{cupy.name} {cupy.version}"
+    if bindings is None:
+        return Check("CuPy", False, f"{detail}, but cuda-bindings is not installed (TMA tensor maps need it)", fix)
+    if None not in (bindings.cuda, cuda) and bindings.cuda != cuda:
+        return Check("CuPy", False, f"{detail}, but cuda-bindings {bindings.version} is for CUDA {bindings.cuda}", fix)
+    built = f"CUDA {cuda}" if cuda else "CUDA unknown"
+    built += ", as torch" if torch_cuda else "; torch is a CPU build"
+    return Check("CuPy", True, f"{detail}, cuda-bindings {bindings.version} ({built})")
 
 
 def check_keys() -> list[Check]:

@@ -50,8 +50,11 @@ def scale(x):
 
 
 def launch_for_real(fn, *args):
-    """What the check stage's first launch does about compiling (without a GPU: compile, do not run)."""
-    return fn.run(*args, grid=(1,), warmup=True)
+    """What the check stage's first launch does about compiling (without a GPU: compile, do not run). A launch reads
+    the kernel's metadata, which raises the compile error where Triton (3.8) keeps a failed compile in its cache."""
+    kernel = fn.run(*args, grid=(1,), warmup=True)
+    assert kernel.metadata is not None
+    return kernel
 
 
 class Counting(precompile.CompilePool):

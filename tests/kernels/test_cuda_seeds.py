@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import needs
 import pytest
 import torch
 
-from avo.evaluate.cuda_compile import compile_check, find_nvcc
+from avo.evaluate.cuda_compile import compile_check
 from avo.evaluate.guards import check_static
 from avo.evaluate.loader import load_entry
 from avo.tasks import load, relative_error
@@ -22,27 +23,13 @@ SEEDS = {
                                "attention_fp16_d128"},
 }
 TUNE_MARKER = re.compile(r"^([A-Z_]+) = (\S+)  # avo: tune (.+)$", re.M)
-needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
-
-
-def _nvrtc_available() -> bool:
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-        return True
-    except Exception:
-        return False
-
-
-needs_nvrtc = pytest.mark.skipif(not _nvrtc_available(), reason="NVRTC (CuPy's libnvrtc) is not available")
 
 
 def seed_dir(task_name: str, seed: str) -> Path:
     return KERNELS / task_name / seed
 
 
-@needs_nvcc
+@needs.nvcc
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_compiles_for_hopper_without_spills(task_name, seed):
     folder = seed_dir(task_name, seed)
@@ -55,7 +42,7 @@ def test_seed_compiles_for_hopper_without_spills(task_name, seed):
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
 
 
-@needs_nvrtc
+@needs.nvrtc
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_compiles_with_nvrtc_for_hopper(task_name, seed):
     module = load_entry(seed_dir(task_name, seed), load(task_name).entry).__globals__["_module"]
@@ -110,7 +97,7 @@ def test_seed_refuses_cpu_tensors(task_name, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_is_correct_on_gpu(task_name, seed):
-    pytest.importorskip("cupy")
+    needs.module("cupy")
     from avo.evaluate.correctness import poison_cuda_cache
 
     task = load(task_name)
@@ -133,7 +120,7 @@ def test_seed_is_correct_on_gpu(task_name, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_is_correct_through_the_evaluator(task_name, seed):
-    pytest.importorskip("cupy")
+    needs.module("cupy")
     from avo.config import EvalConfig
     from avo.evaluate.harness import Evaluator
     from avo.gpus import detect
@@ -150,7 +137,7 @@ def test_seed_is_correct_through_the_evaluator(task_name, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_bench_case_against_the_library(task_name, seed, capsys):
-    pytest.importorskip("cupy")
+    needs.module("cupy")
     from triton.testing import do_bench
 
     task = load(task_name)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 
+import needs
 import pytest
 
 from avo.gpus import PROFILES
@@ -115,7 +115,7 @@ def test_inspect_reports_a_candidate_that_does_not_import(tmp_path):
         inspect_candidate(tmp_path, "gemm", gpu=H200)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@needs.nvcc
 def test_nvcc_reports_registers_shared_memory_and_sass_of_a_cuda_source():
     [kernel] = nvcc_inspect(HERE / "fixtures", H200)
     assert kernel["name"] == "reverse_blocks" and kernel["target"] == "sm_90a"
@@ -125,7 +125,7 @@ def test_nvcc_reports_registers_shared_memory_and_sass_of_a_cuda_source():
     assert kernel["histogram"]["LDS"] >= 1 and kernel["histogram"]["STS"] >= 1 and kernel["histogram"]["BAR"] >= 1
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@needs.nvcc
 def test_nvcc_compile_error_is_one_line(tmp_path):
     (tmp_path / "broken.cu").write_text("__global__ void k(float* x) { x[0] = undefined_name; }\n")
     with pytest.raises(ProfileError, match=r"nvcc could not compile broken.cu: .*undefined_name"):

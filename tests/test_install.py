@@ -1,0 +1,60 @@
+"""The install path a new user takes: README's set-up lines name extras that exist, .ci/run installs what README's
+CPU line installs plus the cuda13 extra and requires what that extra provides, and the offline bundle refuses an
+extra that does not say which CUDA."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import needs
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+CI = (ROOT / ".ci" / "run").read_text()
+EDITABLE = re.compile(r"pip install (?:--quiet )?-e '\.\[([\w,]*)\]'")
+
+
+@pytest.fixture
+def extras() -> set[str]:
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def setup_block() -> list[str]:
+    """The command lines of README's set-up section."""
+    section = README.split("## Set-up (fresh machine)", 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+
+
+def test_every_extra_readme_installs_exists(extras):
+    named = {e for group in EDITABLE.findall(README) for e in group.split(",")}
+    assert {"dev", "cuda13"} <= named
+    assert named <= extras
+
+
+def test_ci_installs_what_readmes_set_up_line_installs_plus_cuda13():
+    install, test = setup_block()
+    [readme_extras] = EDITABLE.findall(install)
+    [ci_extras] = EDITABLE.findall(CI)
+    assert ci_extras.split(",") == readme_extras.split(",") + ["cuda13"]
+    assert re.search(rf"^AVO_TEST_REQUIRE=\S+ python3 {re.escape(test.removeprefix('python '))}$", CI, re.M)
+
+
+def test_ci_requires_what_the_cuda13_extra_provides():
+    [required] = re.findall(r"^AVO_TEST_REQUIRE=(\S+) ", CI, re.M)
+    assert set(required.split(",")) == set(needs.WHY) == {"cupy", "cuda.bindings"}
+
+
+def test_the_readme_gpu_line_names_the_cuda_extras():
+    assert "pip install -e '.[dev,cuda13]'" in README and "cuda12" in README
+
+
+def test_the_offline_bundle_wants_the_cuda_major_named(tmp_path):
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "wheelhouse.sh"), "--extras", "dev,cuda", "--out",
+                           str(tmp_path / "whl")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and not (tmp_path / "whl").exists()
+    assert done.stderr.strip() == ("wheelhouse: error: --extras cuda: name the target's CUDA major, cuda13 or cuda12 "
+                                   "(the CUDA its torch is built for)")
