@@ -11,7 +11,8 @@
 # --platform  exact platform tag(s) instead (repeat the option), e.g. --platform manylinux_2_34_x86_64.
 # --out       the bundle folder (default .whl); its old *.whl files are replaced.
 # --skip      comma-separated distributions left out because the target image has them; shell-style patterns
-#             allowed (default: torch,triton,nvidia-*-cu*,numpy,typing-extensions). Use --skip '' to bundle all.
+#             allowed (default: torch,triton,nvidia-*-cu*,nvidia-cuda-nvrtc,numpy,typing-extensions; a CUDA torch
+#             brings its own NVRTC). Use --skip '' to bundle all.
 # --extras    avo extras to include as well: cuda13 or cuda12 (CuPy and cuda-bindings for the target's CUDA major,
 #             the CUDA its torch is built for). `cuda`, the old name of cuda12, is refused here: say which CUDA.
 #
@@ -26,7 +27,7 @@ TARGET_PY=3.12
 ARCH=x86_64
 PLATFORMS=()
 OUT=.whl
-SKIP="torch,triton,nvidia-*-cu*,numpy,typing-extensions"
+SKIP="torch,triton,nvidia-*-cu*,nvidia-cuda-nvrtc,numpy,typing-extensions"
 EXTRAS=""
 
 usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }

@@ -53,7 +53,7 @@ HOPPER_SEEDS = {("gemm", "cuda_wgmma"): ("gemm_bf16", "gemm_fp16")}
 """Seeds built on sm_90a's own instructions, and their kernels that must use them."""
 
 
-@needs_nvrtc
+@needs.nvrtc
 @pytest.mark.parametrize("task_name,seed", list(HOPPER_SEEDS))
 def test_hopper_seed_uses_wgmma_and_tma_without_local_memory(task_name, seed, tmp_path):
     from avo.profile.sass import sass_histogram, sass_text, split_sass_functions
