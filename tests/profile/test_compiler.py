@@ -104,6 +104,19 @@ def test_gemm_seed_shows_tensor_core_mma_and_zero_spills_through_the_agent_tool(
     assert "wgmma.mma_async" in text and "spills 0 B stored / 0 B loaded" in text
 
 
+def test_the_tma_persistent_seed_compiles_to_wgmma_and_tma_for_hopper_without_a_gpu():
+    from avo.agent.toolbase import ToolContext
+    from avo.profile.tools import InspectArgs, inspect_compile
+
+    seed = HERE.parents[1] / "kernels" / "gemm" / "triton_tma_persistent"
+    ctx = ToolContext(workspace=seed, task_spec="gemm", device="interpret", gpu=H200)
+    _, data = inspect_compile(ctx, InspectArgs())
+    [kernel] = [k for k in data["kernels"] if k["name"] == "_gemm_tma_persistent"]
+    assert data["spills"] == {"store_bytes": 0, "load_bytes": 0}
+    assert data["histogram"]["HGMMA"] > 0 and data["histogram"]["UTMALDG"] > 0 and data["histogram"]["UTMASTG"] > 0
+    assert kernel["ptx_histogram"]["cp.async.bulk.tensor"] > 0
+
+
 def test_inspect_needs_a_kernel_py(tmp_path):
     with pytest.raises(ProfileError, match="no kernel.py"):
         inspect_candidate(tmp_path, "gemm", gpu=H200)
