@@ -23,7 +23,12 @@ class GpuProfile(BaseModel):
     smem_per_sm_kb: int
     smem_per_block_kb: int
     l2_mb: int
+    peak_fp16_tflops: float = 0.0
+    """Dense fp16 tensor-core peak; 0 where no figure is recorded."""
     regs_per_sm: int = 65536
+    max_regs_per_thread: int = 255
+    tmem_per_sm_kb: int = 0
+    """Tensor memory (tcgen05 accumulators) per SM; 0 before Blackwell, which has none."""
     nvml_names: tuple[str, ...] = ()
     """Substrings of the NVML device name that identify this GPU."""
 
@@ -33,18 +38,41 @@ PROFILES: dict[str, GpuProfile] = {
     "h100": GpuProfile(
         name="h100", arch="sm_90a", compute_capability=(9, 0), sms=132, peak_bf16_tflops=989.0,
         peak_fp8_tflops=1979.0, hbm_gbps=3350.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=50,
-        nvml_names=("H100",),
+        peak_fp16_tflops=989.0, nvml_names=("H100",),
     ),
     # NVIDIA H200 datasheet (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
     "h200": GpuProfile(
         name="h200", arch="sm_90a", compute_capability=(9, 0), sms=132, peak_bf16_tflops=989.0,
         peak_fp8_tflops=1979.0, hbm_gbps=4800.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=50,
-        nvml_names=("H200",),
+        peak_fp16_tflops=989.0, nvml_names=("H200",),
     ),
-    # NVIDIA Blackwell (HGX B200) datasheet, per GPU, dense.
+    # b200 figures, one GPU of an HGX B200 board, dense (no sparsity). tests/test_gpus.py checks the profile below
+    # against this table, so a changed figure must change here too, with its source.
+    # B200 TABLE
+    #   sms = 148                 Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling" (2 dies x 74
+    #                             enabled SMs): https://chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-juggernaut
+    #                             (NVIDIA's datasheets give no SM count)
+    #   smem_per_sm_kb = 228      CUDA C++ Programming Guide, technical specifications per compute capability (10.0):
+    #                             https://docs.nvidia.com/cuda/cuda-c-programming-guide/#compute-capabilities
+    #   smem_per_block_kb = 227   same table (maximum opt-in shared memory per block, 10.0)
+    #   regs_per_sm = 65536       same table (32-bit registers per SM, 10.0)
+    #   max_regs_per_thread = 255 same table (registers per thread, 10.0)
+    #   l2_mb = 126               Chips and Cheese, measured over both dies (NVIDIA's datasheets give none):
+    #                             https://chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-juggernaut
+    #   hbm_gbps = 8000           NVIDIA DGX B200 datasheet, 64 TB/s HBM3e over 8 GPUs:
+    #                             https://www.nvidia.com/en-us/data-center/dgx-b200/
+    #   peak_bf16_tflops = 2250   NVIDIA HGX B200 specifications (per-GPU sparse figure halved for dense):
+    #                             https://www.nvidia.com/en-us/data-center/hgx/ ; per-GPU table at 1,000 W:
+    #                             https://glennklockwood.com/garden/processors/B200
+    #   peak_fp16_tflops = 2250   same sources (fp16 equals bf16)
+    #   peak_fp8_tflops = 4500    same sources
+    #   tmem_per_sm_kb = 256      PTX ISA, tcgen05 "Tensor Memory": 128 lanes x 512 columns of 32 bits per CTA:
+    #                             https://docs.nvidia.com/cuda/parallel-thread-execution/#tensor-memory
+    # END B200 TABLE
     "b200": GpuProfile(
         name="b200", arch="sm_100a", compute_capability=(10, 0), sms=148, peak_bf16_tflops=2250.0,
         peak_fp8_tflops=4500.0, hbm_gbps=8000.0, smem_per_sm_kb=228, smem_per_block_kb=227, l2_mb=126,
+        peak_fp16_tflops=2250.0, regs_per_sm=65536, max_regs_per_thread=255, tmem_per_sm_kb=256,
         nvml_names=("B200",),
     ),
 }
