@@ -3,7 +3,8 @@
 Triton kernels are compiled for the GPU profile's target in a child process (avo.profile.triton_capture) that runs
 the wrapper on meta tensors of one bench case, so constexprs, num_warps and num_stages are the wrapper's own. CUDA
 sources (*.cu next to kernel.py) go through `nvcc -cubin -arch=<target> -Xptxas -v`. Both are read back with
-cuobjdump: per-kernel resource usage and a SASS opcode histogram (HGMMA, UTMALDG, LDGSTS, LDL/STL, BAR, ...).
+cuobjdump: per-kernel resource usage and a SASS opcode histogram (HGMMA, UTMALDG, LDGSTS, LDL/STL, BAR, ...); for
+sm_100a the Blackwell instructions are counted too (tcgen05.mma as UTCHMMA/UTCQMMA, tcgen05.ld/st as LDTM/STTM).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from avo.profile import ProfileError, sass
 from avo.profile.ncu import pick_case, run_command
 
 DEFAULT_TIMEOUT_S = 300.0
-PTX_KEYS = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
+PTX_KEYS = ("tcgen05.mma", "tcgen05.ld", "tcgen05.st", "wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
             "mbarrier.try_wait", "ex2.approx")
 
 
@@ -106,8 +107,8 @@ def _first_error(log: str) -> str:
 
 
 def _data(kernels: list[dict], gpu, case: str, suite: str, problems: list[str]) -> dict:
-    main = max(kernels, key=lambda k: (k["families"]["tensor core (wgmma)"] + k["families"]["tensor core (mma.sync)"],
-                                       k["sass_instructions"]))
+    tensor_core = ("tensor core (tcgen05.mma)", "tensor core (wgmma)", "tensor core (mma.sync)")
+    main = max(kernels, key=lambda k: (sum(k["families"].get(f, 0) for f in tensor_core), k["sass_instructions"]))
     return {
         "target": gpu.arch, "gpu": gpu.name, "case": case, "suite": suite, "triton": _triton_version(),
         "kernel": main["name"], "registers": main["registers"], "spills": main["spills"],

@@ -11,8 +11,11 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-# Instruction families a kernel engineer looks for, by SASS base opcode.
+# Instruction families a kernel engineer looks for, by SASS base opcode. On sm_100a tcgen05.mma assembles to UTC*MMA
+# (UTCHMMA for f16/bf16, UTCQMMA for fp8), tcgen05.ld/st to LDTM/STTM and tcgen05.cp to UTCCP.
 SASS_FAMILIES = {
+    "tensor core (tcgen05.mma)": ("UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMMA"),
+    "tensor memory (tcgen05.ld/st/cp)": ("LDTM", "STTM", "UTCCP"),
     "tensor core (wgmma)": ("HGMMA", "QGMMA", "IGMMA", "BGMMA"),
     "tensor core (mma.sync)": ("HMMA", "IMMA", "DMMA"),
     "TMA": ("UTMALDG", "UTMASTG", "UTMAPF", "UBLKCP", "UTMAREDG"),
