@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from avo.errors import UserError
+from avo.seed_target import check_seed_for_gpu
 
 FIXED_ON_RESUME = ("kernel", "gpu", "device", "seed_kernel")
 
@@ -83,6 +84,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         task.preflight(config.device)
     seed_dir = seed_folder(config.seed_kernel, task)
     if run is None:
+        check_seed_for_gpu(seed_dir, gpu)
         check_seed_for_agent(config.agent, seed_dir)
     if config.agent.kind == "replay" and config.agent.replay_from:
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))

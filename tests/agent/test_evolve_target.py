@@ -1,0 +1,75 @@
+"""`avo evolve --gpu b200` refuses, before any run exists, what cannot run there: a seed issuing Hopper-only PTX
+(wgmma, setmaxnreg), and a b200 named on a machine whose GPU is another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import avo.commands.evolve as evolve_command
+import avo.gpus as gpus
+from agent_fakes import FakeEvaluator
+from avo.cli import main
+from avo.errors import UserError
+from avo.gpus import PROFILES
+from avo.run import list_runs
+from avo.seed_target import check_seed_for_gpu, hopper_only_instructions
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+def evolve(tmp_path: Path, capsys, *args: str) -> tuple[int, str]:
+    code = main(["evolve", "--hours", "1", "--max-candidates", "5", "--runs-dir", str(tmp_path / "runs"), "--quiet",
+                 "--agent", "heuristic", *args])
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    evaluator = FakeEvaluator()
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
+    return evaluator
+
+
+def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, fake, capsys):
+    code, err = evolve(tmp_path, capsys, "--kernel", "gemm", "--gpu", "b200", "--device", "interpret",
+                       "--seed-kernel", "cuda_wgmma")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"the seed {KERNELS / 'gemm' / 'cuda_wgmma'} issues wgmma (hopper.cuh) and setmaxnreg (hopper.cuh)" in err
+    assert "Hopper (sm_90a) instructions that the b200 (sm_100a) does not have" in err
+    assert ("use a Triton seed (--seed-kernel triton_naive, triton_tiled or triton_tma_persistent), or run it on an h100 "
+            "or h200") in err
+    assert fake.calls == [] and not list_runs(tmp_path / "runs")
+
+
+def test_b200_named_on_a_machine_with_an_h200_is_refused(tmp_path, fake, capsys, monkeypatch):
+    monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: "NVIDIA H200")
+    code, err = evolve(tmp_path, capsys, "--kernel", "attention", "--gpu", "b200", "--device", "cuda")
+    assert code == 2 and err.count("\n") == 1
+    assert "--gpu b200 was asked for but this machine has 'NVIDIA H200': use --gpu auto or --gpu h200" in err
+    assert fake.calls == [] and not list_runs(tmp_path / "runs")
+
+
+def test_b200_named_on_a_machine_without_a_gpu_is_refused(tmp_path, fake, capsys, monkeypatch):
+    monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: None)
+    code, err = evolve(tmp_path, capsys, "--kernel", "attention", "--gpu", "b200", "--device", "cuda")
+    assert code == 2 and "no NVIDIA GPU found" in err and "--device interpret" in err
+    assert not list_runs(tmp_path / "runs")
+
+
+def test_the_wgmma_seed_is_accepted_on_hopper_and_the_other_seeds_on_b200():
+    check_seed_for_gpu(KERNELS / "gemm" / "cuda_wgmma", PROFILES["h200"])
+    for seed in sorted(KERNELS.glob("*/*")):
+        if seed.name != "cuda_wgmma":
+            check_seed_for_gpu(seed, PROFILES["b200"])  # mma.sync, cp.async and TMA run on sm_100a too
+    with pytest.raises(UserError):
+        check_seed_for_gpu(KERNELS / "gemm" / "cuda_wgmma", PROFILES["b200"])
+
+
+def test_only_issued_instructions_count_not_their_names_in_comments(tmp_path):
+    (tmp_path / "kernel.py").write_text("")
+    (tmp_path / "k.cu").write_text("// unlike wgmma, mma.sync runs everywhere\n__global__ void k() {}\n")
+    assert hopper_only_instructions(tmp_path) == {}
+    (tmp_path / "k.cuh").write_text('asm volatile("wgmma.fence.sync.aligned;");\n')
+    assert hopper_only_instructions(tmp_path) == {"wgmma": "k.cuh"}
