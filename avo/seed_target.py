@@ -28,9 +28,9 @@ def hopper_only_instructions(seed_dir: Path) -> dict[str, str]:
     return found
 
 
-def check_seed_for_gpu(seed_dir: Path, gpu) -> None:
+def check_seed_for_gpu(seed_dir: Path, gpu, role: str = "seed") -> None:
     """UserError when `seed_dir` issues sm_90a-only instructions and `gpu` is not a sm_90a GPU, naming the seeds
-    beside it that can be used instead."""
+    beside it that can be used instead. `role` names the folder in the message (seed, candidate)."""
     if gpu.arch == "sm_90a":
         return
     found = hopper_only_instructions(seed_dir)
@@ -39,6 +39,7 @@ def check_seed_for_gpu(seed_dir: Path, gpu) -> None:
     what = " and ".join(f"{name} ({source})" for name, source in found.items())
     others = sorted(p.name for p in Path(seed_dir).parent.glob("triton_*") if (p / "kernel.py").is_file())
     names = " or ".join(filter(None, [", ".join(others[:-1]), others[-1]])) if others else ""
-    instead = f"a Triton seed (--seed-kernel {names})" if others else "a seed without wgmma"
-    raise UserError(f"the seed {seed_dir} issues {what}, Hopper (sm_90a) instructions that the {gpu.name} "
+    flag = "--seed-kernel " if role == "seed" else ""
+    instead = f"a Triton seed ({flag}{names})" if others else "a seed without wgmma"
+    raise UserError(f"the {role} {seed_dir} issues {what}, Hopper (sm_90a) instructions that the {gpu.name} "
                     f"({gpu.arch}) does not have: use {instead}, or run it on an h100 or h200")

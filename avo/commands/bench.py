@@ -84,6 +84,7 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     from avo import tasks
     from avo.evaluate.loader import KERNEL_FILE, defines_entry
     from avo.gpus import resolve
+    from avo.seed_target import check_seed_for_gpu
 
     validate_choices(suite, device)
     path = Path(candidate)
@@ -99,6 +100,7 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
         raise UserError(f"{folder / KERNEL_FILE} defines no `{task.entry}`: the {task.name} task calls "
                         f"{task.entry}(...) from it")
     profile = resolve(gpu, device)
+    check_seed_for_gpu(folder, profile, role="candidate")
     if hasattr(task, "preflight"):  # task files: broken get_inputs, uncheckable randomness, inputs too big
         task.preflight(device)
     return folder.resolve(), task, profile

@@ -43,6 +43,15 @@ def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, fak
     assert fake.calls == [] and not list_runs(tmp_path / "runs")
 
 
+def test_avo_bench_refuses_the_wgmma_seed_on_a_b200(capsys):
+    code = main(["bench", str(KERNELS / "gemm" / "cuda_wgmma"), "--kernel", "gemm", "--gpu", "b200", "--device",
+                 "interpret"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "the candidate" in err and "issues wgmma (hopper.cuh)" in err
+    assert "use a Triton seed (triton_naive, triton_tiled or triton_tma_persistent)" in err
+
+
 def test_b200_named_on_a_machine_with_an_h200_is_refused(tmp_path, fake, capsys, monkeypatch):
     monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: "NVIDIA H200")
     code, err = evolve(tmp_path, capsys, "--kernel", "attention", "--gpu", "b200", "--device", "cuda")
