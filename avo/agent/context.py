@@ -40,16 +40,21 @@ class Situation:
         return "tiny" if self.device == "interpret" else name
 
 
+def gpu_line(g) -> str:
+    """The GPU as the system prompt states it (the heuristic model reads its target and limits back from it)."""
+    return (f"{g.name.upper()} ({g.arch}, compute capability {g.compute_capability[0]}.{g.compute_capability[1]}): "
+            f"{g.sms} SMs, dense bf16 peak {g.peak_bf16_tflops:g} TFLOPS, HBM {g.hbm_gbps:g} GB/s, "
+            f"{g.smem_per_block_kb} KB shared memory per block, {g.l2_mb} MB L2, {g.regs_per_sm} registers per SM"
+            + (f", {g.tmem_per_sm_kb} KB tensor memory per SM (tcgen05 accumulators)." if g.tmem_per_sm_kb else "."))
+
+
 def system_prompt(s: Situation, tools: list[ToolSpec]) -> str:
     bench = s.suite(s.config.evaluation.bench_suite)
     try:
         cases = ", ".join(str(c) for c in s.task.cases(bench))
     except Exception:  # a task file that cannot list cases still gets a prompt; the evaluator will say why
         cases = "(see the evaluate results)"
-    g = s.gpu
-    gpu_text = (f"{g.name.upper()} ({g.arch}, compute capability {g.compute_capability[0]}.{g.compute_capability[1]}): "
-                f"{g.sms} SMs, dense bf16 peak {g.peak_bf16_tflops:g} TFLOPS, HBM {g.hbm_gbps:g} GB/s, "
-                f"{g.smem_per_block_kb} KB shared memory per block, {g.l2_mb} MB L2, {g.regs_per_sm} registers per SM.")
+    gpu_text = gpu_line(s.gpu)
     device_note = ("Candidates run under the Triton interpreter on the CPU (TRITON_INTERPRET=1): times are interpreter "
                    "wall clock, not GPU performance; correctness is real." if s.device == "interpret" else
                    "Candidates run on this GPU; times are CUDA-event medians with the L2 flushed between runs.")

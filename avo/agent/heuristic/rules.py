@@ -1,4 +1,4 @@
-"""What a kernel engineer knows about tile shapes on Hopper-class GPUs, as a small model that ranks knob settings.
+"""What a kernel engineer knows about tile shapes on Hopper-class GPUs (and the B200's limits, heuristic/blackwell.py), as a small model that ranks knob settings.
 
 `modelled_speed(point)` is a product of factors, each one a well-known effect: operand reuse grows with the tile,
 the fp32 accumulators must fit in registers, a deeper software pipeline hides global-load latency up to a point, a
@@ -95,6 +95,9 @@ class Shape:
     head_dim: int = 128
     fixed: dict[str, int] = field(default_factory=dict)
     """Roles the kernel sets with plain constants (see fixed_roles)."""
+    arch: str = "sm_90a"
+    """Compile target; on sm_100a the tensor-memory limit applies too (heuristic/blackwell.py says why)."""
+    max_registers: int = 255
 
     def get(self, point: Point, role: str, default: int) -> int:
         name = self.roles.get(role)
@@ -157,8 +160,13 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     if need > limit:
         return f"needs {need // 1024} KB shared memory > {limit // 1024} KB per block"
     regs = accumulator_registers(shape, point)
-    if regs > 256:
-        return f"{regs:.0f} accumulator registers per thread > 255"
+    if regs > shape.max_registers + 1:
+        return f"{regs:.0f} accumulator registers per thread > {shape.max_registers}"
+    from avo.agent.heuristic import blackwell
+
+    if blackwell.is_blackwell(shape.arch):
+        bm, bn, _, _, _ = tile(shape, point)
+        return blackwell.tmem_problem(shape.kind, bm, bn, shape.get(point, "head_dim", shape.head_dim))
     return None
 
 

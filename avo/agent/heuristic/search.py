@@ -137,7 +137,10 @@ class Search:
 
     def _presets(self) -> list[Move]:
         moves = []
-        for label, targets in PRESETS.get(self.shape.kind, []):
+        from avo.agent.heuristic import blackwell
+
+        presets = blackwell.PRESETS if blackwell.is_blackwell(self.shape.arch) else PRESETS
+        for label, targets in presets.get(self.shape.kind, []):
             changes = {}
             for role, target in targets.items():
                 name = self.shape.roles.get(role)

@@ -98,7 +98,7 @@ class HeuristicModel:
     def _search(self, system: str, h: History, knobs, base_text: str) -> Search:
         kind = _task_kind(system, base_text)
         shape = Shape(kind=kind, roles=roles(knobs), smem_limit=_smem_limit(system),
-                      fixed=fixed_roles(base_text, knobs))
+                      fixed=fixed_roles(base_text, knobs), arch=_arch(system))
         incumbent = point_from_text(base_text) or {}
         # Lines are independent, so a point can be written iff each of its values can.
         unwritable = {(k.name, v) for k in knobs for v in k.choices if not _renders(base_text, {k.name: v})}
@@ -207,6 +207,12 @@ def _task_kind(system: str, source: str) -> str:
 def _smem_limit(system: str) -> int:
     found = re.search(r"(\d+)\s*KB shared memory per block", system)
     return int(found.group(1)) * 1024 if found else DEFAULT_SMEM_PER_BLOCK
+
+
+def _arch(system: str) -> str:
+    """The compile target the system prompt names for the GPU (`B200 (sm_100a, ...`), Hopper's when none."""
+    found = re.search(r"\((sm_\d+a?), compute capability", system)
+    return found.group(1) if found else "sm_90a"
 
 
 def _call_id(text: str, name: str, args: dict) -> str:
