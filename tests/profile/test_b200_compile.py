@@ -11,9 +11,13 @@ import io
 import json
 from pathlib import Path
 
+import needs
 import pytest
 
 from avo.cli import main
+from avo.gpus import PROFILES
+from avo.profile import ProfileError
+from avo.profile.compiler import nvcc_inspect
 
 KERNELS = Path(__file__).parents[2] / "kernels"
 SEEDS = sorted(p for p in KERNELS.glob("*/triton_*") if (p / "kernel.py").is_file())
@@ -69,3 +73,17 @@ def test_the_text_report_names_the_blackwell_instructions(capsys):
     assert text.startswith("compile report for sm_100a (b200)")
     assert "tensor core (tcgen05.mma) " in text and "PTX: tcgen05.mma " in text
     assert "tensor core (tcgen05.mma) 0," not in text
+
+
+@needs.nvcc
+def test_why_the_wgmma_seed_is_refused_on_b200_ptxas_rejects_it_for_sm_100a():
+    with pytest.raises(ProfileError, match=r"Instruction 'wgmma\.\w+' not supported on \.target 'sm_100a'"):
+        nvcc_inspect(KERNELS / "gemm" / "cuda_wgmma", PROFILES["b200"])
+
+
+@needs.nvcc
+def test_the_mma_sync_cuda_seed_builds_for_sm_100a_without_tcgen05():
+    kernels = nvcc_inspect(KERNELS / "gemm" / "cuda_mma", PROFILES["b200"])
+    assert kernels and all(k["target"] == "sm_100a" for k in kernels)
+    assert all(k["families"]["tensor core (mma.sync)"] > 0 for k in kernels)
+    assert all(k["families"]["tensor core (tcgen05.mma)"] == 0 for k in kernels)  # runs, but leaves tcgen05 unused
