@@ -20,8 +20,8 @@ from avo.profile import ProfileError, sass
 from avo.profile.ncu import pick_case, run_command
 
 DEFAULT_TIMEOUT_S = 300.0
-PTX_KEYS = ("tcgen05.mma", "tcgen05.ld", "tcgen05.st", "wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "cp.async", "ld.local", "st.local", "bar.sync",
-            "mbarrier.try_wait", "ex2.approx")
+PTX_KEYS = ("tcgen05.mma", "tcgen05.ld", "tcgen05.st", "wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor",
+            "cp.async", "ld.local", "st.local", "bar.sync", "mbarrier.try_wait", "ex2.approx")
 
 
 @dataclass

@@ -38,8 +38,8 @@ def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, fak
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert f"the seed {KERNELS / 'gemm' / 'cuda_wgmma'} issues wgmma (hopper.cuh) and setmaxnreg (hopper.cuh)" in err
     assert "Hopper (sm_90a) instructions that the b200 (sm_100a) does not have" in err
-    assert ("use a Triton seed (--seed-kernel triton_naive, triton_tiled or triton_tma_persistent), or run it on an h100 "
-            "or h200") in err
+    assert ("use a Triton seed (--seed-kernel triton_naive, triton_tiled or triton_tma_persistent), or run it on "
+            "an h100 or h200") in err
     assert fake.calls == [] and not list_runs(tmp_path / "runs")
 
 

@@ -1,4 +1,5 @@
-"""What a kernel engineer knows about tile shapes on Hopper-class GPUs (and the B200's limits, heuristic/blackwell.py), as a small model that ranks knob settings.
+"""What a kernel engineer knows about tile shapes on Hopper-class GPUs, as a small model that ranks knob settings
+(the B200's own limits and starting points are in heuristic/blackwell.py).
 
 `modelled_speed(point)` is a product of factors, each one a well-known effect: operand reuse grows with the tile,
 the fp32 accumulators must fit in registers, a deeper software pipeline hides global-load latency up to a point, a
