@@ -15,17 +15,6 @@ TMEM_LANES = 128
 TMEM_COLUMNS = 512
 """PTX ISA, tcgen05 Tensor Memory: 128 lanes x 512 columns of 32 bits per CTA (256 KB per SM)."""
 
-DIFFERENCES = (
-    ("accumulators", "registers, for the whole K loop", "tensor memory, 512 fp32 columns per SM",
-     "tcgen05.mma writes its D operand to tensor memory"),
-    ("registers per thread", "255", "255",
-     "the epilogue (and attention's softmax) loads the accumulator tile into registers with tcgen05.ld"),
-    ("shared memory per block", "227 KB", "227 KB", "CUDA programming guide, compute capability 9.0 and 10.0"),
-    ("one tensor-core instruction", "64 x N (N <= 256) per warpgroup", "128 x N (N <= 256) per block",
-     "tcgen05.mma is issued by one thread for the whole 128-row tile"),
-)
-"""(what, on Hopper, on the b200, why): the differences above as data, for docs and tests."""
-
 PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
     "gemm": [
         ("B200 start 128x256x64, 8 warps, 3 stages: one 128x256 tcgen05.mma per K step, 256 of the 512 tensor-memory "
