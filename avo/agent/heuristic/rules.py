@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from avo.agent.heuristic import blackwell
 from avo.agent.heuristic.knobs import Knob, Point
 
 _ROLE_PATTERNS = {
@@ -163,8 +164,6 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     regs = accumulator_registers(shape, point)
     if regs > shape.max_registers + 1:
         return f"{regs:.0f} accumulator registers per thread > {shape.max_registers}"
-    from avo.agent.heuristic import blackwell
-
     if blackwell.is_blackwell(shape.arch):
         bm, bn, _, _, _ = tile(shape, point)
         return blackwell.tmem_problem(shape.kind, bm, bn, shape.get(point, "head_dim", shape.head_dim))

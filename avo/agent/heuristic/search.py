@@ -18,6 +18,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
+from avo.agent.heuristic import blackwell
 from avo.agent.heuristic.knobs import Knob, Point, Value, point_key
 from avo.agent.heuristic.rules import Estimate, Facts, Shape, estimate, infeasible, smem_bytes, accumulator_registers
 
@@ -137,8 +138,6 @@ class Search:
 
     def _presets(self) -> list[Move]:
         moves = []
-        from avo.agent.heuristic import blackwell
-
         presets = blackwell.PRESETS if blackwell.is_blackwell(self.shape.arch) else PRESETS
         for label, targets in presets.get(self.shape.kind, []):
             changes = {}
