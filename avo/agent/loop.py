@@ -47,6 +47,7 @@ class Agent:
             policy.on_wait = lambda n, s, why: self.record("api_wait", attempt=n, delay_s=round(s, 1), reason=why)
             policy.on_recovered = lambda n: self.record("api_resumed", failed_attempts=n)
             policy.should_stop = lambda: self.stop_requested
+            policy.check = self.check_budget  # an outage ends with the time budget, not after it
 
     def begin(self, opening: Message) -> None:
         self.messages = [opening]
