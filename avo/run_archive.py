@@ -12,6 +12,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+from avo import procs
 from avo.errors import UserError
 from avo.lineage import Lineage, run_git
 from avo.run import Run, check_run_id, now, write_json_atomic
@@ -26,7 +27,7 @@ def export_run(run: Run, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise UserError(f"{out} is a directory; give a file name, e.g. {out / (run.id + '.tar')}")
-    with tempfile.TemporaryDirectory(prefix="avo-export-") as tmp:
+    with procs.temp_dir("export") as tmp:
         bundle = Path(tmp, "lineage.bundle")
         if len(run.lineage):
             run_git(run.lineage.path, "bundle", "create", "--quiet", str(bundle), "--all")

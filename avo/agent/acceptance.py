@@ -8,9 +8,9 @@ never accepted on its own: only a clean re-run can make it the best.
 from __future__ import annotations
 
 import math
-import tempfile
 from pathlib import Path
 
+from avo import procs
 from avo.agent.toolbase import ToolContext
 
 MIN_NOISE = 0.01
@@ -90,7 +90,7 @@ def decide(ctx: ToolContext, cid: str, result) -> tuple[bool, str]:
 
 def confirm(ctx: ToolContext, cid: str, result, best: str | None) -> tuple[bool, str]:
     """Re-run the candidate interleaved with the best (or alone, when there is none) and decide on that."""
-    with tempfile.TemporaryDirectory(prefix="avo-incumbent-") as tmp:
+    with procs.temp_dir("incumbent") as tmp:
         incumbent = Path(tmp)
         ctx.lineage.checkout(best if best else cid, incumbent)
         again, incumbent_again = ctx.evaluator.confirm(ctx.workspace, incumbent)
