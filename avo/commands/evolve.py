@@ -103,7 +103,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         view = RunView(title=title, hours=config.budget.hours, max_candidates=config.budget.max_candidates,
                        quiet=quiet, out=out)
         agent = Agent(run=run, model=model, tools=tools, ctx=ctx, situation=situation, view=view)
-        if len(lineage) == 0:
+        if len(lineage) == 0 or lineage.baseline is None:  # none yet, or killed before the seed was tagged
             say(f"evaluating the seed {seed_dir} as the baseline ...")
             cid, result = baseline(run, evaluator, seed_dir)
             say(f"baseline {cid}: {result.summary()}")
@@ -137,14 +137,19 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
 
 
 def baseline(run, evaluator, seed_dir: Path):
-    """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct)."""
+    """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct).
+    A run killed after the seed's commit but before its tag finishes here on resume, from that commit."""
+    lineage = run.lineage
+    first = lineage.cids()[0] if len(lineage) else None
     if run.workspace.exists():
         shutil.rmtree(run.workspace)
-    shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    result = evaluator.evaluate(run.workspace)
-    lineage = run.lineage
-    cid = lineage.commit(run.workspace, parent=None, result=result, model="seed",
-                         rationale=f"baseline: the seed kernel {seed_dir}")
+    if first is None:
+        shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        lineage.checkout(first, run.workspace)
+    result = (run.load_eval(first) if first else None) or evaluator.evaluate(run.workspace)
+    cid = first or lineage.commit(run.workspace, parent=None, result=result, model="seed",
+                                  rationale=f"baseline: the seed kernel {seed_dir}")
     run.save_eval(cid, result)
     lineage.tag_baseline(cid)
     if result.ok:
