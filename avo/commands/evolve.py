@@ -103,7 +103,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         view = RunView(title=title, hours=config.budget.hours, max_candidates=config.budget.max_candidates,
                        quiet=quiet, out=out)
         agent = Agent(run=run, model=model, tools=tools, ctx=ctx, situation=situation, view=view)
-        if len(lineage) == 0 or lineage.baseline is None:  # none yet, or killed before the seed was tagged
+        if len(lineage) == 0 or not any(e.get("kind") == "baseline" for e in run.events()):  # or killed before
+            # the seed was tagged, accepted and recorded: baseline() finishes it from the seed's commit
             say(f"evaluating the seed {seed_dir} as the baseline ...")
             cid, result = baseline(run, evaluator, seed_dir)
             say(f"baseline {cid}: {result.summary()}")
@@ -138,7 +139,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
 
 def baseline(run, evaluator, seed_dir: Path):
     """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct).
-    A run killed after the seed's commit but before its tag finishes here on resume, from that commit."""
+    A run killed after the seed's commit but before its `baseline` event finishes here on resume, from that commit
+    (tagging and accepting again are harmless)."""
     lineage = run.lineage
     first = lineage.cids()[0] if len(lineage) else None
     if run.workspace.exists():

@@ -125,3 +125,29 @@ def test_a_confirmation_cut_short_is_finished_on_resume(tmp_path, monkeypatch, c
     end = next(e for e in run.events() if e["kind"] == "confirm_end")
     assert end["cid"] == "c0001" and end["accepted"] and end["resumed"]
     assert "confirmation cut short by the stop, finished now" in capsys.readouterr().out
+
+
+def test_a_baseline_cut_short_after_its_commit_is_finished_on_resume(tmp_path, monkeypatch):
+    from avo.lineage import Lineage
+
+    seed = write_seed(tmp_path / "seed")
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    evaluator = FakeEvaluator()
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
+    accept = Lineage.accept
+
+    def dies_once(self, cid):  # a kill between the seed's baseline tag and its acceptance
+        monkeypatch.setattr(Lineage, "accept", accept)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Lineage, "accept", dies_once)
+    runs = tmp_path / "runs"
+    args = ["--runs-dir", str(runs), "--quiet", "--agent", "heuristic"]
+    assert main(["evolve", "--kernel", "gemm", "--device", "interpret", *args, "--max-candidates", "1"]) == 130
+    run = Run.open("latest", runs)
+    assert run.lineage.baseline == "c0000" and run.lineage.best is None
+    assert main(["evolve", "--resume", run.id, *args, "--max-candidates", "1"]) == 0
+    run = Run.open(run.id, runs)
+    assert run.lineage.best in ("c0000", "c0001") and run.lineage.info("c0000").accepted
+    assert evaluator.calls.count("evaluate") == 2  # the seed's result was kept, not measured again
+    assert [e["kind"] for e in run.events()].count("baseline") == 1

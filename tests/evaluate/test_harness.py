@@ -73,6 +73,15 @@ def test_abort_is_a_crash_and_names_the_signal():
     assert "SIGABRT" in r.message and "1x1x1_fp16" in r.message
 
 
+def test_a_segfault_is_a_crash_and_the_next_evaluation_is_normal():
+    """The wild store that is a CUDA illegal address on a GPU (test_faults_gpu.py) is a SIGSEGV under the
+    interpreter: the worker dies of it, and the next evaluation runs in a fresh one."""
+    ev = evaluator()
+    r = ev.evaluate(KERNELS / "illegal_address")
+    assert r.status == "crash" and r.rule == "crash" and "was killed by SIGSEGV" in r.message, r.message
+    assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+
+
 def test_endless_loop_times_out_within_its_limit_and_the_next_evaluation_works():
     limit = 12.0
     ev = evaluator(import_timeout_s=limit, check_timeout_s=limit)
