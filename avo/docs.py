@@ -284,7 +284,7 @@ class Library:
             paths = json.loads(self.sources_file.read_text())["paths"]
             if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
                 raise ValueError("'paths' is not a list of paths")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing indexed, or no cache folder at all
             return []
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{self.sources_file} is damaged ({exc}): index your documents again with "

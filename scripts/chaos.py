@@ -170,9 +170,9 @@ class Chaos:
     def finish(self, extra_candidates: int) -> None:
         """One last resume, unkilled, to a candidate budget: it must finish whatever a kill left in flight."""
         run = self.run_dir()
-        if run is None:
-            proc = self.start()  # killed before the run even existed: start it for real now
-            proc.wait()
+        if run is None:  # every kill came before the run existed: make it now, unkilled
+            self.avo("evolve", "--kernel", "gemm", "--device", "interpret", "--agent", "heuristic", "--seed-kernel",
+                     str(self.seed_dir), "--runs-dir", str(self.runs), "--quiet", "--max-candidates", "1").wait()
             run = self.run_dir()
         from avo.agent.context import lineage_counters
         from avo.run import Run
