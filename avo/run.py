@@ -3,7 +3,7 @@
     run.json          config, versions, GPU, agent, seed, state, times, candidate counters (rewritten atomically)
     transcript.jsonl  append-only event log, one JSON object per line with "ts", flushed and fsynced per event
     lineage/          bare git repository of every candidate (avo.lineage)
-    evals/<cid>.json  full EvalResult per candidate
+    evals/<cid>.json  full EvalResult per candidate (held-eval.json holds one between its scoring and its commit)
     profiles/ report/ workspace/ notes.md   profiler output, reports, the agent's working copy, the agent's memory
     lock              holder PID, host, start time; the lock itself is an flock, released by the kernel on any exit
 
@@ -326,9 +326,32 @@ class Run:
 
     # -- evaluations -------------------------------------------------------------------------------------------------
 
+    def hold_eval(self, result: EvalResult) -> None:
+        """Keep a result about to be committed, so a kill between the commit and `save_eval` loses nothing: the
+        next `recover_held_eval` files it under the commit's cid."""
+        write_json_atomic(self.path / "held-eval.json", result.model_dump(mode="json"))
+
     def save_eval(self, cid: str, result: EvalResult) -> None:
         self.evals_dir.mkdir(exist_ok=True)
         write_json_atomic(self.evals_dir / f"{cid}.json", result.model_dump(mode="json"))
+        (self.path / "held-eval.json").unlink(missing_ok=True)
+
+    def recover_held_eval(self) -> str | None:
+        """On resume: a held result whose commit was made but not its evals file is saved under that commit's cid
+        (returned); one whose commit never happened is dropped."""
+        held = self.path / "held-eval.json"
+        try:
+            result = EvalResult.model_validate_json(held.read_text())
+        except (FileNotFoundError, ValueError):
+            held.unlink(missing_ok=True)
+            return None
+        cids = self.lineage.cids()
+        last = cids[-1] if cids else None
+        if last is not None and self.load_eval(last) is None and self.lineage.info(last).status == result.status:
+            self.save_eval(last, result)
+            return last
+        held.unlink(missing_ok=True)
+        return None
 
     def load_eval(self, cid: str) -> EvalResult | None:
         path = self.evals_dir / f"{cid}.json"

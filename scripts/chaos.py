@@ -8,7 +8,7 @@ child of avo is running), during an evaluation (a worker is running), and at a r
 of the GEMM task under the Triton interpreter from a seed that launches one small tile at a time, so the search finds
 a clearly faster candidate (and confirms it) early. At the end, one last resume runs to a candidate budget without a kill, and:
   - the lineage passes `git fsck`;
-  - every evaluated candidate (evals/<cid>.json) is committed, and no candidate's files are committed twice;
+  - every evaluated candidate is committed with its evals/<cid>.json, and no candidate's files are committed twice;
   - every confirmation that started has ended, and the best is correct, accepted, and the fittest accepted;
   - no process started by avo is left, and no avo temp folder (after the next start swept the killed ones').
 Prints the counts as JSON; exit code 1 if a check failed.
@@ -205,8 +205,9 @@ class Chaos:
             self.problems.append(f"git fsck: {(fsck.stdout + fsck.stderr).strip()[:300]}")
         cids = lineage.cids()
         evals = sorted(p.stem for p in run.evals_dir.glob("c*.json"))
-        if set(evals) - set(cids):
-            self.problems.append(f"evaluations without a commit: {sorted(set(evals) - set(cids))}")
+        if set(evals) != set(cids):
+            self.problems.append(f"evaluations without a commit: {sorted(set(evals) - set(cids))}, commits "
+                                 f"without an evaluation: {sorted(set(cids) - set(evals))}")
         contents = Counter(lineage.record(c)["content_hash"] for c in cids)
         if any(n > 1 for n in contents.values()):
             self.problems.append("a candidate's files were committed more than once")

@@ -56,6 +56,7 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
 
     parent = ctx.state.get("parent")
     result = ctx.evaluator.evaluate(ctx.workspace)
+    run.hold_eval(result)
     cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.get("model", ""),
                          rationale=rationale)
     run.save_eval(cid, result)

@@ -92,6 +92,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         if run.dropped_settings:
             say(f"settings this avo no longer has were ignored: {', '.join(run.dropped_settings)}")
     with run.lock():
+        run.recover_held_eval()  # a result scored and committed, but killed before it was filed
         run.set_state("running")
         evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)
         lineage = run.lineage
@@ -150,6 +151,7 @@ def baseline(run, evaluator, seed_dir: Path):
     else:
         lineage.checkout(first, run.workspace)
     result = (run.load_eval(first) if first else None) or evaluator.evaluate(run.workspace)
+    run.hold_eval(result)
     cid = first or lineage.commit(run.workspace, parent=None, result=result, model="seed",
                                   rationale=f"baseline: the seed kernel {seed_dir}")
     run.save_eval(cid, result)
