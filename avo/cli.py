@@ -5,6 +5,7 @@ Errors meant for people (`UserError`, bad flags) print one line and exit with co
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -48,9 +49,24 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
+FILESYSTEM_REFUSALS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+"""Errors of the user's filesystem, not of avo: a read-only or full runs directory is for the user to fix."""
+
+
+def filesystem_refusal(exc: OSError) -> str:
+    where = exc.filename or "a file"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left writing {where}: free some space, or choose another --runs-dir"
+    return (f"cannot write {where}: {exc.strerror or 'permission denied'}; make it writable, or choose another "
+            "--runs-dir")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    from avo.procs import sweep_stale
+
+    sweep_stale()  # temp folders an avo killed before it could clean up left behind
     try:
         exit_code = app(args=argv, prog_name="avo", standalone_mode=False)  # click returns typer.Exit's code
     except UserError as exc:
@@ -75,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("avo: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if debug or os.environ.get("AVO_DEBUG") or exc.errno not in FILESYSTEM_REFUSALS:
+            raise
+        print(f"avo: error: {filesystem_refusal(exc)}", file=sys.stderr)
+        return 2
     except Exception as exc:
         if debug or os.environ.get("AVO_DEBUG"):
             raise

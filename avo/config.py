@@ -15,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from avo.errors import UserError
 
 Device = Literal["cuda", "interpret"]
+FLAGS = {"budget.hours": "--hours", "budget.max_candidates": "--max-candidates", "budget.max_cost": "--max-cost",
+         "seed": "--seed", "device": "--device", "agent.kind": "--agent"}
+"""The CLI flag that sets a config key, named in its error so a user knows which input was refused."""
 
 
 class _Strict(BaseModel):
@@ -72,9 +75,11 @@ class AgentConfig(_Strict):
 class BudgetConfig(_Strict):
     """When a run stops. Checked in one place, the loop's budget check."""
 
-    hours: float = 1.0
-    max_candidates: int | None = None
-    max_cost: float | None = None
+    hours: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    """Finite: a run that may never end is asked for with a large number, e.g. 168 for a week."""
+    max_candidates: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """USD; stops the run once the model's cost reaches it."""
 
 
 class RunConfig(_Strict):
@@ -102,6 +107,10 @@ class RunConfig(_Strict):
                 data = yaml.safe_load(Path(path).read_text()) or {}
             except FileNotFoundError:
                 raise UserError(f"config file not found: {path}") from None
+            except IsADirectoryError:
+                raise UserError(f"--config {path} is a folder: give a YAML file") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"cannot read config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
             except yaml.YAMLError as exc:
                 raise UserError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
             if not isinstance(data, dict):
@@ -119,7 +128,8 @@ class RunConfig(_Strict):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise UserError(f"bad configuration at '{where}': {first['msg']}") from None
+            flag = f" ({FLAGS[where]})" if where in FLAGS else ""
+            raise UserError(f"bad configuration at '{where}'{flag}: {first['msg']}") from None
 
 
 def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:

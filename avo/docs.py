@@ -276,10 +276,20 @@ class Library:
         return [(p, p.relative_to(self.corpus).with_suffix("").as_posix()) for p in found]
 
     def user_sources(self) -> list[str]:
+        """The files and folders the user indexed; a damaged list is an error, never an empty one (the user's
+        documents would vanish from every search without a word)."""
+        from avo.errors import UserError
+
         try:
-            return json.loads(self.sources_file.read_text())["paths"]
-        except (OSError, ValueError, KeyError):
+            paths = json.loads(self.sources_file.read_text())["paths"]
+            if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                raise ValueError("'paths' is not a list of paths")
+        except (FileNotFoundError, NotADirectoryError):  # nothing indexed, or no cache folder at all
             return []
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{self.sources_file} is damaged ({exc}): index your documents again with "
+                            "avo docs index --reset PATH...") from None
+        return paths
 
     def user_files(self) -> tuple[list[tuple[Path, str]], list[tuple[str, str]]]:
         """Supported files under the indexed paths, with keys unique across both indexes; and what was skipped."""
@@ -359,7 +369,9 @@ class Library:
             shutil.rmtree(self.user_cache, ignore_errors=True)
             self._open.pop("user", None)
             return None
-        self.sources_file.write_text(json.dumps({"paths": sources}, indent=1))
+        staging = self.sources_file.with_name(f".{self.sources_file.name}.{os.getpid()}")
+        staging.write_text(json.dumps({"paths": sources}, indent=1))
+        os.replace(staging, self.sources_file)  # a crash mid-write leaves the old list, not a torn one
         return self.user_index()
 
     def search(self, query: str, k: int = 5) -> list[Hit]:

@@ -142,8 +142,12 @@ def build(events: list[dict]) -> tuple[Timeline, list[Step | Marker]]:
 
 
 def tail(path: Path, *, poll_s: float, sleep: Callable[[float], None] = time.sleep) -> Iterator[dict | None]:
-    """Events as they are appended; None after each poll that found nothing new. Only whole lines are read."""
-    offset, buffer = 0, b""
+    """Events as they are appended; None after each poll that found nothing new. Only whole lines are read: a
+    partial last line is read again next poll from its start (a resumed run truncates a torn one and writes
+    anew), and a whole line that is not JSON is a damaged transcript, refused as plain `avo replay` refuses it."""
+    from avo.errors import UserError
+
+    offset, number = 0, 0
     while True:
         try:
             with open(path, "rb") as handle:
@@ -151,17 +155,18 @@ def tail(path: Path, *, poll_s: float, sleep: Callable[[float], None] = time.sle
                 chunk = handle.read()
         except FileNotFoundError:
             chunk = b""
-        offset += len(chunk)
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
+        *lines, _partial = chunk.split(b"\n")
         got = False
         for line in lines:
+            offset += len(line) + 1
+            number += 1
             if line.strip():
                 try:
-                    yield json.loads(line)
-                    got = True
+                    event = json.loads(line)
                 except json.JSONDecodeError:
-                    continue
+                    raise UserError(f"{path}: line {number} is not valid JSON") from None
+                got = True
+                yield event
         if not got:
             yield None
             sleep(poll_s)

@@ -8,7 +8,6 @@ are the recorded ones and whose tool calls (edits, evaluations) happen for real 
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from avo import procs
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 
@@ -80,7 +80,7 @@ def rebench(run, *, everything: bool = False, device: str | None = None, gpu: st
     for n, cid in enumerate(cids, 1):
         if progress is not None:
             progress(f"re-scoring {cid} ({n} of {len(cids)}) on {describe(device, profile.name)} ...")
-        with tempfile.TemporaryDirectory(prefix=f"avo-rebench-{cid}-") as tmp:
+        with procs.temp_dir("rebench") as tmp:
             run.lineage.checkout(cid, Path(tmp))
             now = evaluator.evaluate(Path(tmp))
         rows.append(Rescore(cid=cid, accepted=cid in accepted, recorded=recorded_eval(run, cid), now=now))

@@ -3,7 +3,7 @@
     run.json          config, versions, GPU, agent, seed, state, times, candidate counters (rewritten atomically)
     transcript.jsonl  append-only event log, one JSON object per line with "ts", flushed and fsynced per event
     lineage/          bare git repository of every candidate (avo.lineage)
-    evals/<cid>.json  full EvalResult per candidate
+    evals/<cid>.json  full EvalResult per candidate (held-eval.json holds one between its scoring and its commit)
     profiles/ report/ workspace/ notes.md   profiler output, reports, the agent's working copy, the agent's memory
     lock              holder PID, host, start time; the lock itself is an flock, released by the kernel on any exit
 
@@ -77,6 +77,14 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def runs_folder(runs_dir: Path) -> Path:
+    """`runs_dir` as given, refused in one line when it names something other than a folder."""
+    runs_dir = Path(runs_dir)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise UserError(f"--runs-dir {runs_dir} is a file, not a folder: name a folder (it is created if missing)")
+    return runs_dir
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -107,7 +115,7 @@ class Run:
 
     @classmethod
     def create(cls, config: RunConfig, *, runs_dir: Path, gpu: str, agent: str, run_id: str | None = None) -> Run:
-        runs_dir = Path(runs_dir)
+        runs_dir = runs_folder(runs_dir)
         runs_dir.mkdir(parents=True, exist_ok=True)
         if run_id is None:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -143,7 +151,7 @@ class Run:
     @classmethod
     def open(cls, ref: str, runs_dir: Path) -> Run:
         """A run by id (in `runs_dir`), by path, or "latest" (most recently started)."""
-        runs_dir = Path(runs_dir)
+        runs_dir = runs_folder(runs_dir)
         if ref == "latest":
             runs = list_runs(runs_dir)
             if not runs:
@@ -318,9 +326,32 @@ class Run:
 
     # -- evaluations -------------------------------------------------------------------------------------------------
 
+    def hold_eval(self, result: EvalResult) -> None:
+        """Keep a result about to be committed, so a kill between the commit and `save_eval` loses nothing: the
+        next `recover_held_eval` files it under the commit's cid."""
+        write_json_atomic(self.path / "held-eval.json", result.model_dump(mode="json"))
+
     def save_eval(self, cid: str, result: EvalResult) -> None:
         self.evals_dir.mkdir(exist_ok=True)
         write_json_atomic(self.evals_dir / f"{cid}.json", result.model_dump(mode="json"))
+        (self.path / "held-eval.json").unlink(missing_ok=True)
+
+    def recover_held_eval(self) -> str | None:
+        """On resume: a held result whose commit was made but not its evals file is saved under that commit's cid
+        (returned); one whose commit never happened is dropped."""
+        held = self.path / "held-eval.json"
+        try:
+            result = EvalResult.model_validate_json(held.read_text())
+        except (FileNotFoundError, ValueError):
+            held.unlink(missing_ok=True)
+            return None
+        cids = self.lineage.cids()
+        last = cids[-1] if cids else None
+        if last is not None and self.load_eval(last) is None and self.lineage.info(last).status == result.status:
+            self.save_eval(last, result)
+            return last
+        held.unlink(missing_ok=True)
+        return None
 
     def load_eval(self, cid: str) -> EvalResult | None:
         path = self.evals_dir / f"{cid}.json"
@@ -396,14 +427,16 @@ class Run:
                 "state": state, "started": info.get("started", ""), **self.counters()}
 
 
-def list_runs(runs_dir: Path) -> list[Run]:
-    """Every readable run in `runs_dir`, oldest first; unreadable ones are skipped."""
+def list_runs(runs_dir: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Run]:
+    """Every readable run in `runs_dir`, oldest first; unreadable ones are left out, and added to `unreadable` as
+    (path, why) when a list is given."""
     runs = []
-    if Path(runs_dir).is_dir():
+    if runs_folder(runs_dir).is_dir():
         for path in Path(runs_dir).iterdir():
             if path.is_dir() and _ID_PATTERN.fullmatch(path.name) and (path / "run.json").is_file():
                 try:
                     runs.append(Run(path))
-                except UserError:
-                    continue
+                except UserError as exc:
+                    if unreadable is not None:
+                        unreadable.append((path, str(exc)))
     return sorted(runs, key=lambda r: (r._info.get("started", ""), r.id))

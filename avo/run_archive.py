@@ -9,8 +9,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
+from avo import procs
 from avo.errors import UserError
 from avo.lineage import Lineage, run_git
 from avo.run import Run, check_run_id, now, write_json_atomic
@@ -25,26 +27,23 @@ def export_run(run: Run, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise UserError(f"{out} is a directory; give a file name, e.g. {out / (run.id + '.tar')}")
-    with tempfile.TemporaryDirectory(prefix="avo-export-") as tmp:
+    with procs.temp_dir("export") as tmp:
         bundle = Path(tmp, "lineage.bundle")
         if len(run.lineage):
             run_git(run.lineage.path, "bundle", "create", "--quiet", str(bundle), "--all")
+        members = [(bundle, "lineage.bundle")] if bundle.exists() else []
+        members += [(run.path / name, name) for name in _TOP_FILES if (run.path / name).is_file()]
+        members += [(path, path.relative_to(run.path).as_posix()) for tree in _TREES
+                    for path in sorted((run.path / tree).rglob("*")) if path.is_file() and not path.is_symlink()]
         manifest = Path(tmp, "manifest.json")
         manifest.write_text(json.dumps({"format": FORMAT, "version": 1, "run_id": run.id, "exported": now(),
-                                        "candidates": len(run.lineage)}))
+                                        "candidates": len(run.lineage), "members": [m[1] for m in members]}))
         staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
             with tarfile.open(staging, "w") as tar:
                 tar.add(manifest, "manifest.json")
-                if bundle.exists():
-                    tar.add(bundle, "lineage.bundle")
-                for name in _TOP_FILES:
-                    if (run.path / name).is_file():
-                        tar.add(run.path / name, name)
-                for tree in _TREES:
-                    for path in sorted((run.path / tree).rglob("*")):
-                        if path.is_file() and not path.is_symlink():
-                            tar.add(path, path.relative_to(run.path).as_posix())
+                for path, name in members:
+                    tar.add(path, name)
             os.replace(staging, out)
         except OSError as exc:
             staging.unlink(missing_ok=True)
@@ -62,33 +61,44 @@ def import_run(file: Path, runs_dir: Path) -> Run:
     except (tarfile.TarError, OSError):
         raise UserError(f"{file} is not an avo run export (not a tar file)") from None
     with tar:
-        manifest = _manifest(tar, file)
-        run_id = manifest["run_id"]
-        if (runs_dir / run_id).exists():
-            raise UserError(f"run '{run_id}' already exists in {runs_dir}; remove it or import into another "
-                            "--runs-dir")
-        runs_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".importing-{run_id}-", dir=runs_dir))
         try:
-            _extract(tar, staging)
-            _restore_lineage(staging, file)
-            for sub in ("evals", "profiles", "report", "workspace"):
-                (staging / sub).mkdir(exist_ok=True)
-            for name in ("transcript.jsonl", "notes.md"):
-                (staging / name).touch()
-            try:
-                info = json.loads((staging / "run.json").read_text())
-                if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
-                    raise ValueError("no config mapping")
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise UserError(f"{file}: its run.json is corrupt ({exc})") from None
-            info.pop("counters", None)  # recounted from the imported refs on first read
-            info["imported"] = {"from": file.name, "at": now()}
-            write_json_atomic(staging / "run.json", info)
-            os.rename(staging, runs_dir / run_id)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            return _import(tar, file, runs_dir)
+        except (tarfile.TarError, EOFError, zlib.error) as exc:  # cut short in transfer: the members end early
+            raise UserError(f"{file} is truncated or damaged ({exc}): export the run again, or copy the whole "
+                            "file") from None
+
+
+def _import(tar: tarfile.TarFile, file: Path, runs_dir: Path) -> Run:
+    manifest = _manifest(tar, file)
+    missing = sorted(set(manifest.get("members", [])) - set(tar.getnames()))
+    if missing:  # a tar cut at a member boundary reads as a shorter, valid one
+        raise tarfile.ReadError(f"{len(missing)} of its files are missing, e.g. {missing[0]}")
+    run_id = manifest["run_id"]
+    if (runs_dir / run_id).exists():
+        raise UserError(f"run '{run_id}' already exists in {runs_dir}; remove it or import into another "
+                        "--runs-dir")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".importing-{run_id}-", dir=runs_dir))
+    try:
+        _extract(tar, staging)
+        _restore_lineage(staging, file)
+        for sub in ("evals", "profiles", "report", "workspace"):
+            (staging / sub).mkdir(exist_ok=True)
+        for name in ("transcript.jsonl", "notes.md"):
+            (staging / name).touch()
+        try:
+            info = json.loads((staging / "run.json").read_text())
+            if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
+                raise ValueError("no config mapping")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UserError(f"{file}: its run.json is corrupt ({exc})") from None
+        info.pop("counters", None)  # recounted from the imported refs on first read
+        info["imported"] = {"from": file.name, "at": now()}
+        write_json_atomic(staging / "run.json", info)
+        os.rename(staging, runs_dir / run_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     run = Run(runs_dir / run_id)
     if run.lineage.main:
         run.lineage.checkout(run.lineage.main, run.workspace)

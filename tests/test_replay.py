@@ -129,3 +129,35 @@ def test_follow_prints_steps_of_a_live_run_as_they_complete(tmp_path, capsys):
     assert "following; Ctrl-C to stop watching" in out
     assert "observe  read_file(kernel.py)" in out and "Read the kernel." in out
     assert out.index("read_file(kernel.py)") < out.index("stop (finished) at 0:00:06")
+
+
+def test_follow_refuses_a_torn_line_in_the_middle_as_plain_replay_does(tmp_path, capsys):
+    run = Run.create(RunConfig(kernel="gemm", device="interpret"), runs_dir=tmp_path, gpu="h200",
+                     agent="heuristic", run_id="torn")
+    run.append_event("session", agent="heuristic", resumed=False)
+    with open(run.transcript_path, "a") as handle:
+        handle.write('{"kind": "model_turn", "text": "cut sho\n')
+    run.append_event("stop", state="finished", reason="done", elapsed_s=1.0)
+    for args in (["replay", "torn"], ["replay", "torn", "--follow"]):
+        code, _, err = avo(capsys, *args, "--runs-dir", tmp_path)
+        assert code == 2 and "line 2 is not valid JSON" in err and len(err.strip().splitlines()) == 1
+
+
+def test_follow_reads_on_after_a_torn_last_line_is_replaced(tmp_path, capsys):
+    run = Run.create(RunConfig(kernel="gemm", device="interpret"), runs_dir=tmp_path, gpu="h200",
+                     agent="heuristic", run_id="resumed")
+    run.append_event("session", agent="heuristic", resumed=False)
+    with open(run.transcript_path, "a") as handle:  # the process died writing this line
+        handle.write('{"kind": "model_turn", "text": "cut sho')
+    polls = []
+
+    def sleep(_seconds):  # then a resumed process truncates the torn line and writes on
+        polls.append(1)
+        assert len(polls) < 50, "follow did not see the resumed run's stop"
+        if len(polls) == 2:
+            resumed = Run.open("resumed", tmp_path)
+            resumed.append_event("session", agent="heuristic", resumed=True)
+            resumed.append_event("stop", state="finished", reason="budget spent", elapsed_s=2.0)
+
+    why = replay_view.follow(run, replay_view.console_for(), poll_s=0.0, sleep=sleep)
+    assert why == "the run stopped" and "stop (finished)" in capsys.readouterr().out

@@ -96,6 +96,23 @@ def test_state_and_evals(tmp_path):
         run.load_eval("c0002")
 
 
+def test_a_result_committed_but_not_filed_before_a_kill_is_filed_on_resume(tmp_path):
+    run = make_run(tmp_path)
+    src = tmp_path / "src"
+    with run.lock():
+        for speed in (1, 2):
+            write_candidate(src, f"SPEED = {speed}\n")
+            scored = result(fitness=float(speed))
+            run.hold_eval(scored)
+            cid = run.lineage.commit(src, parent=None, result=scored, model="m", rationale="r")
+        assert run.load_eval(cid) is None  # killed here: committed, not filed
+    resumed = Run(run.path)
+    assert resumed.recover_held_eval() == "c0001" and resumed.load_eval("c0001") == scored
+    write_candidate(src, "SPEED = 3\n")
+    resumed.hold_eval(result(fitness=3.0))  # killed before this one's commit: nothing to file it under
+    assert Run(run.path).recover_held_eval() is None and not (run.path / "held-eval.json").exists()
+
+
 def test_transcript_survives_a_torn_line(tmp_path):
     run = make_run(tmp_path)
     run.append_event("turn", text="first", tokens={"in": 3})

@@ -2,15 +2,16 @@
 
 A candidate replaces the best only if it is correct and faster by more than the measured noise, and an interleaved
 re-run of both (`Evaluator.confirm`) agrees. A suspicious score (above the GPU's peak, far above the library) is
-never accepted on its own: only a clean re-run can make it the best.
+never accepted on its own: only a clean re-run can make it the best. A re-run is bracketed by `confirm_start` and
+`confirm_end` events, so a run killed in between decides on resume (`finish_confirmation`).
 """
 
 from __future__ import annotations
 
 import math
-import tempfile
 from pathlib import Path
 
+from avo import procs
 from avo.agent.toolbase import ToolContext
 
 MIN_NOISE = 0.01
@@ -55,6 +56,7 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
 
     parent = ctx.state.get("parent")
     result = ctx.evaluator.evaluate(ctx.workspace)
+    run.hold_eval(result)
     cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.get("model", ""),
                          rationale=rationale)
     run.save_eval(cid, result)
@@ -66,34 +68,37 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
         ctx.state["since_improvement"] = 0
     else:
         ctx.state["since_improvement"] = ctx.state.get("since_improvement", 0) + 1
+    if ctx.state.get("last_confirm"):
+        run.append_event("confirm_end", cid=cid, accepted=accepted, verdict=verdict)
     data = report(ctx, cid, parent, result, accepted=accepted, duplicate_of=None, verdict=verdict)
     data["confirm"] = ctx.state.pop("last_confirm", None)  # the side-by-side re-run, kept in the transcript
     return render(cid, parent, result, verdict, data), data
 
 
-def decide(ctx: ToolContext, cid: str, result) -> tuple[bool, str]:
-    """(accepted, why) for a freshly committed candidate."""
+def decide(ctx: ToolContext, cid: str, result, candidate: Path | None = None) -> tuple[bool, str]:
+    """(accepted, why) for a freshly committed candidate, whose files are in `candidate` (default: the workspace)."""
     if result.status != "correct":
         return False, f"not accepted: {result.status}"
     best = ctx.lineage.best
     best_result = ctx.run.load_eval(best) if best else None
     if best_result is None or best_result.status != "correct":
         if result.suspicious:
-            return confirm(ctx, cid, result, None)
+            return confirm(ctx, cid, result, None, candidate)
         return True, "accepted: first correct candidate"
     margin = noise(result, best_result)
     if result.fitness <= best_result.fitness * (1 + margin):
         return False, (f"not accepted: fitness {result.fitness:.4g} does not beat best {best} "
                        f"({best_result.fitness:.4g}) by more than the noise ({margin:.1%})")
-    return confirm(ctx, cid, result, best)
+    return confirm(ctx, cid, result, best, candidate)
 
 
-def confirm(ctx: ToolContext, cid: str, result, best: str | None) -> tuple[bool, str]:
+def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Path | None = None) -> tuple[bool, str]:
     """Re-run the candidate interleaved with the best (or alone, when there is none) and decide on that."""
-    with tempfile.TemporaryDirectory(prefix="avo-incumbent-") as tmp:
+    ctx.run.append_event("confirm_start", cid=cid, against=best)
+    with procs.temp_dir("incumbent") as tmp:
         incumbent = Path(tmp)
         ctx.lineage.checkout(best if best else cid, incumbent)
-        again, incumbent_again = ctx.evaluator.confirm(ctx.workspace, incumbent)
+        again, incumbent_again = ctx.evaluator.confirm(candidate or ctx.workspace, incumbent)
     ctx.state["last_confirm"] = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
                                  "incumbent": incumbent_again.model_dump(mode="json")}
     if again.status != "correct":
@@ -108,6 +113,34 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None) -> tuple[bool,
                        f" is within the noise ({margin:.1%})")
     return True, (f"accepted: new best (side by side {again.fitness:.4g} vs {best} {incumbent_again.fitness:.4g}, "
                   f"noise {margin:.1%})")
+
+
+def finish_confirmation(ctx: ToolContext) -> dict | None:
+    """On resume: a candidate whose side-by-side re-run was cut short (the run was killed) is confirmed now, and
+    accepted if it holds up. Returns the `confirm_end` event recorded, or None when nothing was in flight."""
+    pending = None
+    for event in ctx.run.events():
+        if event.get("kind") == "confirm_start":
+            pending = event
+        elif event.get("kind") == "confirm_end" and pending is not None and event.get("cid") == pending.get("cid"):
+            pending = None
+    result = ctx.run.load_eval(pending["cid"]) if pending else None
+    if result is None:
+        return None
+    cid = pending["cid"]
+    if ctx.lineage.best == cid:  # accepted before the kill, only its end was not recorded
+        accepted, verdict = True, "accepted before the run was stopped"
+    else:
+        with procs.temp_dir("candidate") as tmp:
+            ctx.lineage.checkout(cid, Path(tmp))
+            accepted, verdict = decide(ctx, cid, result, Path(tmp))
+        if accepted:
+            ctx.lineage.accept(cid)
+            ctx.state["since_improvement"] = 0
+    event = {"cid": cid, "accepted": accepted, "verdict": verdict, "resumed": True}
+    ctx.run.append_event("confirm_end", **event)
+    ctx.state.pop("last_confirm", None)
+    return event
 
 
 def report(ctx: ToolContext, cid: str, parent, result, *, accepted: bool, duplicate_of, verdict: str) -> dict:

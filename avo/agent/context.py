@@ -15,6 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from avo import procs
 from avo.agent.models.base import Message, ToolSpec
 
 MAX_NOTES_CHARS = 8_000
@@ -97,12 +98,10 @@ def read_notes(run) -> str:
 
 def best_source(run, lineage) -> tuple[str, str, float]:
     """(cid, kernel.py source, fitness) of the best candidate, or of the baseline when nothing is correct."""
-    import tempfile
-
     cid = lineage.best or lineage.baseline
     if cid is None:
         return "-", "(no candidate yet)", 0.0
-    with tempfile.TemporaryDirectory(prefix="avo-best-") as tmp:
+    with procs.temp_dir("best") as tmp:
         lineage.checkout(cid, Path(tmp))
         kernel = Path(tmp) / "kernel.py"
         source = kernel.read_text() if kernel.is_file() else "(no kernel.py)"

@@ -87,6 +87,10 @@ class RunView:
         if kind == "api_resumed":
             self.pause = None
             return f"API back after {data['failed_attempts']} failed attempt(s)"
+        if kind == "confirm_end" and data.get("resumed"):
+            text = f"{data.get('cid')}: confirmation cut short by the stop, finished now: {data.get('verdict')}"
+            self.results.appendleft(text)
+            return text
         if kind in ("context_reset", "supervisor", "stop", "baseline", "session"):
             text = {"context_reset": "context reset: " + data.get("reason", ""),
                     "supervisor": "supervisor: " + data.get("text", "").strip().replace("\n", " ")[:200],

@@ -15,6 +15,7 @@ import traceback
 from pydantic import ValidationError
 
 from avo.agent import context
+from avo.agent.acceptance import finish_confirmation
 from avo.agent.accounting import cost_usd, redact, secret_values
 from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
 from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
@@ -47,6 +48,7 @@ class Agent:
             policy.on_wait = lambda n, s, why: self.record("api_wait", attempt=n, delay_s=round(s, 1), reason=why)
             policy.on_recovered = lambda n: self.record("api_resumed", failed_attempts=n)
             policy.should_stop = lambda: self.stop_requested
+            policy.check = self.check_budget  # an outage ends with the time budget, not after it
 
     def begin(self, opening: Message) -> None:
         self.messages = [opening]
@@ -61,6 +63,9 @@ class Agent:
         lineage = self.ctx.lineage
         self.ctx.state.update(context.lineage_counters(lineage),
                               parent=last.get("workspace_parent") or lineage.best or lineage.baseline)
+        finished = finish_confirmation(self.ctx)  # a re-run the stop cut short: decided before anything else
+        if finished is not None and self.view is not None:
+            self.view.event("confirm_end", finished)
         self.resumed = True
         self.restart("The run was resumed after a stop.")
 

@@ -7,13 +7,12 @@ Each tool returns text for the model and a data dict for agents that do not read
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from avo import procs
 from avo.agent.acceptance import evaluate_workspace
 from avo.agent.toolbase import Tool, ToolContext, ToolError
 
@@ -171,9 +170,8 @@ def diff(ctx: ToolContext, args: DiffArgs):
 
 def workspace_diff(ctx: ToolContext, cid: str) -> str:
     import difflib
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="avo-diff-") as tmp:
+    with procs.temp_dir("diff") as tmp:
         ctx.lineage.checkout(cid, Path(tmp))
         old, new = snapshot(Path(tmp)), snapshot(ctx.workspace)
     out = []
@@ -236,19 +234,14 @@ def shell(ctx: ToolContext, args: ShellArgs):
     env = {k: os.environ[k] for k in SHELL_ENV_KEEP if k in os.environ}
     if ctx.device == "interpret":
         env["TRITON_INTERPRET"] = "1"
-    proc = subprocess.Popen(args.command, shell=True, cwd=ctx.workspace, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=args.timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: compilers and kernels it started
-        out, _ = proc.communicate()
-        timed_out = True
+    # its whole group is killed at the timeout (compilers and kernels it started), and with avo
+    returncode, out, _ = procs.run(["/bin/sh", "-c", args.command], timeout_s=args.timeout_s, cwd=ctx.workspace,
+                                   env=env)
+    timed_out = returncode is None
     if len(out) > MAX_OUTPUT_CHARS:
         out = out[:MAX_OUTPUT_CHARS // 2] + "\n... (output truncated) ...\n" + out[-MAX_OUTPUT_CHARS // 2:]
-    head = f"killed after {args.timeout_s:g}s" if timed_out else f"exit {proc.returncode}"
-    return f"{head}\n{out}", {"returncode": proc.returncode, "timed_out": timed_out, "output": out}
+    head = f"killed after {args.timeout_s:g}s" if timed_out else f"exit {returncode}"
+    return f"{head}\n{out}", {"returncode": -9 if timed_out else returncode, "timed_out": timed_out, "output": out}
 
 
 def tools() -> list[Tool]:

@@ -66,10 +66,6 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
         kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
         config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
-    if config.budget.hours <= 0:
-        raise UserError("--hours must be positive")
-    if config.budget.max_candidates is not None and config.budget.max_candidates < 1:
-        raise UserError("--max-candidates must be at least 1")
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
         from avo.tasks.kernelbench import absolute_spec
@@ -98,6 +94,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         if run.dropped_settings:
             say(f"settings this avo no longer has were ignored: {', '.join(run.dropped_settings)}")
     with run.lock():
+        run.recover_held_eval()  # a result scored and committed, but killed before it was filed
         run.set_state("running")
         evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)
         lineage = run.lineage
@@ -109,7 +106,8 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         view = RunView(title=title, hours=config.budget.hours, max_candidates=config.budget.max_candidates,
                        quiet=quiet, out=out)
         agent = Agent(run=run, model=model, tools=tools, ctx=ctx, situation=situation, view=view)
-        if len(lineage) == 0:
+        if len(lineage) == 0 or not any(e.get("kind") == "baseline" for e in run.events()):  # or killed before
+            # the seed was tagged, accepted and recorded: baseline() finishes it from the seed's commit
             say(f"evaluating the seed {seed_dir} as the baseline ...")
             cid, result = baseline(run, evaluator, seed_dir)
             say(f"baseline {cid}: {result.summary()}")
@@ -143,14 +141,21 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
 
 
 def baseline(run, evaluator, seed_dir: Path):
-    """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct)."""
+    """Copy the seed into the workspace, score it, commit it and tag it `baseline` (and `best` when correct).
+    A run killed after the seed's commit but before its `baseline` event finishes here on resume, from that commit
+    (tagging and accepting again are harmless)."""
+    lineage = run.lineage
+    first = lineage.cids()[0] if len(lineage) else None
     if run.workspace.exists():
         shutil.rmtree(run.workspace)
-    shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    result = evaluator.evaluate(run.workspace)
-    lineage = run.lineage
-    cid = lineage.commit(run.workspace, parent=None, result=result, model="seed",
-                         rationale=f"baseline: the seed kernel {seed_dir}")
+    if first is None:
+        shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        lineage.checkout(first, run.workspace)
+    result = (run.load_eval(first) if first else None) or evaluator.evaluate(run.workspace)
+    run.hold_eval(result)
+    cid = first or lineage.commit(run.workspace, parent=None, result=result, model="seed",
+                                  rationale=f"baseline: the seed kernel {seed_dir}")
     run.save_eval(cid, result)
     lineage.tag_baseline(cid)
     if result.ok:

@@ -46,7 +46,10 @@ def runs(runs_dir: Path = RUNS_DIR) -> None:
 
     table = Table("run", "task", "GPU", "agent", "candidates ok/failed", "best fitness", "state", "started",
                   title=f"runs in {runs_dir}")
-    found = list_runs(runs_dir)
+    unreadable: list = []
+    found = list_runs(runs_dir, unreadable)
+    for path, why in unreadable:  # a run whose run.json is damaged is shown, not hidden
+        table.add_row(path.name, "?", "?", "?", "?", "?", f"unreadable: {why}", "")
     for run in found:
         try:
             row = run.summary()
@@ -60,7 +63,7 @@ def runs(runs_dir: Path = RUNS_DIR) -> None:
         table.add_row(row["id"], row["task"], row["gpu"], row["agent"], f"{row['ok']}/{row['failed']}",
                       _fitness(row["best_fitness"], row["device"]), row["state"], row["started"][:19])
     console = _console()
-    console.print(table if found else f"no runs in {runs_dir}")
+    console.print(table if found or unreadable else f"no runs in {runs_dir}")
 
 
 def show(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),

@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from avo import procs
 from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
 
 DEFAULT_TIMEOUT_S = 180.0
@@ -90,7 +89,7 @@ def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_
     except CudaCompileError as exc:
         return CompileCheck(False, exc.message, {})
     ok, logs, resources = True, [], {}
-    with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
+    with procs.temp_dir("nvcc") as tmp:
         for i, build in enumerate(builds):
             cubin = Path(cubin_dir or tmp) / f"{i}.cubin"
             compiled, log, found = _compile(nvcc, build, arch, cubin, timeout_s)
@@ -123,14 +122,13 @@ def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float)
     from avo.profile.sass import parse_ptxas_verbose
 
     name = build.source.relative_to(build.folder).as_posix()
-    try:
-        done = subprocess.run(nvcc_command(nvcc, build, arch, output), capture_output=True, text=True,
-                              errors="replace", timeout=timeout_s, cwd=output.parent)
-    except subprocess.TimeoutExpired:
+    returncode, stdout, stderr = procs.run(nvcc_command(nvcc, build, arch, output), timeout_s=timeout_s,
+                                           cwd=output.parent, merge_stderr=False)
+    if returncode is None:
         return False, f"{name}: nvcc did not finish compiling it within {timeout_s:.0f} s", {}
-    text = done.stdout + done.stderr
+    text = stdout + stderr
     messages = "\n".join(ln for ln in text.splitlines() if ln.strip() and not _PTXAS_REPORT.match(ln))
-    if done.returncode != 0:
+    if returncode != 0:
         return False, f"{name}: nvcc could not compile it for {arch}:\n{trim_log(messages, build.folder)}", {}
     resources = {}
     for kernel, facts in parse_ptxas_verbose(text).items():

@@ -1,10 +1,10 @@
 """The parent side of an evaluation: spawn the worker, watch its stages, kill it when it overstays, read its verdict.
 
-The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group), from an empty folder,
-with API keys, tokens and other secrets removed from its environment. Stage limits come from EvalConfig: import
-(import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed when one is exceeded. A child
-that dies without a result is a crash, reported with its signal and the tail of its stderr. Nothing the candidate does
-can raise here: every outcome is an EvalResult.
+The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
+(avo.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
+come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed
+when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail of its
+stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from avo import procs
 from avo.config import EvalConfig
 from avo.evaluate.result import EvalResult
 from avo.gpus import GpuProfile
@@ -105,7 +105,7 @@ class Evaluator:
 
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="avo-eval-") as tmp:
+        with procs.temp_dir("eval") as tmp:
             tmp_path = Path(tmp)
             request = dict(self.request(candidate_dirs, mode), result_path=str(tmp_path / "result.json"),
                            progress_path=str(tmp_path / "progress"))
@@ -122,10 +122,9 @@ class Evaluator:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"))
             with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
-                proc = subprocess.Popen(
+                proc = procs.popen(
                     [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],
                     cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                    start_new_session=True,
                 )
                 # A secret the worker reads before any candidate code runs and signs its result with: a result file
                 # written by anyone else (the temp folder is writable to the candidate) is refused.
@@ -137,7 +136,7 @@ class Evaluator:
                 except BrokenPipeError:
                     timed_out = None
                 finally:
-                    _kill_group(proc)
+                    procs.kill_group(proc)
             results = self._collect(proc, tmp_path, timed_out, len(candidate_dirs), token)
         wall = round(time.monotonic() - started, 3)
         for r in results:
@@ -158,7 +157,7 @@ class Evaluator:
                     if (group, who) != key:  # a new stage group, or the next candidate's: its own limit
                         key, group_started = (group, who), time.monotonic()
             if time.monotonic() - group_started > limits[group]:
-                _kill_group(proc)
+                procs.kill_group(proc)
                 return stage, case, limits[group]
             time.sleep(POLL_S)
         return None
@@ -206,18 +205,6 @@ class Evaluator:
     def _failure(self, status: str, rule: str, message: str) -> EvalResult:
         return EvalResult(status=status, rule=rule, message=message, device=self.device, gpu=self.gpu.name,
                           ops=spec_ops(self.task_spec))
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (anything it spawned too); harmless if it is already gone."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def evaluate(candidate_dir: Path, task_spec: str, *, device: str, gpu: GpuProfile,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from avo import procs
 from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
 from avo.profile import ProfileError, sass
 from avo.profile.ncu import pick_case, run_command
@@ -57,7 +57,7 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
 
 
 def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: int, gpu, timeout_s: float) -> dict:
-    with tempfile.TemporaryDirectory(prefix="avo-inspect-") as tmp:
+    with procs.temp_dir("inspect") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
                task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
@@ -73,7 +73,7 @@ def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: i
 def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
     """Per __global__ function of the folder's .cu files, built as kernel.py declares them (the evaluator's own
     nvcc check, so the defines match what runs): registers, spills, static shared memory, SASS histogram."""
-    with tempfile.TemporaryDirectory(prefix="avo-nvcc-") as tmp:
+    with procs.temp_dir("nvcc") as tmp:
         try:
             check = compile_check(Path(folder), gpu.arch, timeout_s=timeout_s, cubin_dir=Path(tmp))
         except CompilerUnavailable as exc:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from avo import procs
 from avo.profile import ProfileError
 from avo.profile.driver import RANGE
 from avo.profile.ncu_report import BANK_CONFLICT_METRICS, TENSOR_PIPE_METRICS, parse_details_csv
@@ -90,15 +88,8 @@ def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_i
 def run_command(cmd: list[str], *, timeout_s: float, cwd: Path) -> tuple[int | None, str]:
     """Exit code (None after a timeout) and combined output of `cmd` run in `cwd` with child_env(); at the timeout
     the whole process group is killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            env=child_env(), cwd=cwd, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out or ""
-    return proc.returncode, out
+    code, out, _ = procs.run(cmd, timeout_s=timeout_s, cwd=cwd, env=child_env())
+    return code, out
 
 
 def explain_failure(returncode: int, output: str, status: dict | None, case: str) -> ProfileError:
@@ -143,7 +134,7 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
     candidate_dir = Path(candidate_dir).resolve()
     task, case = pick_case(task_spec, suite, case_index)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="avo-ncu-") as tmp:
+    with procs.temp_dir("ncu") as tmp:
         log, status_path = Path(tmp) / "details.csv", Path(tmp) / "status.json"
         metrics = extra_metrics(gpu.arch)
         for attempt in range(2):

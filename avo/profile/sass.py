@@ -42,10 +42,14 @@ def tool(name: str) -> str:
 
 
 def run_tool(cmd: list[str], timeout_s: float = 120.0) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s)
-    if done.returncode != 0:
-        raise RuntimeError(f"{Path(cmd[0]).name} failed: {(done.stderr or done.stdout).strip()[-500:]}")
-    return done.stdout + done.stderr
+    from avo import procs
+
+    returncode, stdout, stderr = procs.run(cmd, timeout_s=timeout_s, merge_stderr=False)
+    if returncode is None:
+        raise RuntimeError(f"{Path(cmd[0]).name} did not finish within {timeout_s:.0f} s")
+    if returncode != 0:
+        raise RuntimeError(f"{Path(cmd[0]).name} failed: {(stderr or stdout).strip()[-500:]}")
+    return stdout + stderr
 
 
 def parse_ptxas_verbose(text: str) -> dict[str, dict]:

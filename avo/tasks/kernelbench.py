@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,14 @@ class KernelBenchTask:
         """What can be known before an evaluation starts, as one-line UserErrors: the smallest case runs on the CPU
         (get_inputs works, the model's output can be checked at all); the bench case fits on the GPU (inputs for
         timing, parameters, outputs)."""
-        self.make_inputs(self.cases("tiny")[-1], 0, "cpu")
+        try:
+            self.make_inputs(self.cases("tiny")[-1], 0, "cpu")
+        except UserError:
+            raise
+        except Exception as exc:  # the problem file's own code failed: the user's to fix, not avo's
+            raise UserError(f"{self.path.name}: {self._faulting_part(exc)} raised {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''} (at its smallest size, on the CPU): "
+                            "the problem file must run as given; fix it and start again") from None
         if device != "cuda":
             return
         import torch
@@ -293,6 +301,14 @@ class KernelBenchTask:
                 raise UserError(f"{self.path.name}: case {case.name} needs at least {_gib(need)} on the GPU "
                                 f"({BENCH_INPUT_COPIES} input copies of {_gib(m.input_bytes)} for timing, "
                                 f"parameters, outputs) but {_gib(free)} are free: lower the file's size constants")
+
+    def _faulting_part(self, exc: Exception) -> str:
+        """Which code of the problem file raised: `Model.__init__`, `Model.forward`, `get_inputs`, ..."""
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == self.path]
+        if not frames:
+            return "running its Model"
+        name = frames[-1].name
+        return f"Model.{name}" if name in ("__init__", "forward") else name
 
     # -- the first candidate ------------------------------------------------------------------------------------
     def wrapper_source(self) -> str:

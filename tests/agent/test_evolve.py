@@ -9,6 +9,7 @@ import pytest
 
 from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
 from agent_loopback import Loopback, anthropic_turn, openai_turn, sequence
+from read_only import read_only_tree
 import avo.commands.evolve as evolve_command
 from avo.cli import main
 from avo.run import Run
@@ -202,3 +203,33 @@ def test_resuming_a_run_an_older_avo_wrote_names_the_settings_it_ignores(tmp_pat
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"resuming run {run.id}" in out and "no longer has were ignored: evaluation.preheat_ms" in out
+
+
+@pytest.mark.parametrize("case", ["hours nan", "hours inf", "yaml hours .nan", "max-cost -1", "max-candidates 0",
+                                  "config is a folder", "runs-dir is a file"])
+def test_refused_in_one_line_before_any_run_exists(tmp_path, fake_task, capsys, case):
+    runs = tmp_path / "runs"
+    (tmp_path / "yaml").write_text("budget:\n  hours: .nan\n")
+    extra = {"hours nan": ["--hours", "nan"], "hours inf": ["--hours", "inf"],
+             "yaml hours .nan": ["--config", tmp_path / "yaml"], "max-cost -1": ["--max-cost", "-1"],
+             "max-candidates 0": ["--max-candidates", "0"], "config is a folder": ["--config", tmp_path],
+             "runs-dir is a file": []}[case]
+    if case == "runs-dir is a file":
+        runs.write_text("not a folder")
+    args = ["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", runs, "--quiet", *extra]
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("avo: error: ") and len(err.strip().splitlines()) == 1, err
+    assert "internal error" not in err and not list(tmp_path.rglob("run.json"))
+    flag = {"hours nan": "--hours", "hours inf": "--hours", "max-cost -1": "--max-cost",
+            "config is a folder": "--config", "runs-dir is a file": "--runs-dir"}.get(case)
+    assert flag is None or flag in err
+
+
+def test_a_read_only_runs_dir_refuses_evolve_and_resume_in_one_line(tmp_path, fake_task, capsys):
+    code, run = evolve(tmp_path, None, "--agent", "heuristic", "--max-candidates", "1")
+    with read_only_tree(tmp_path / "runs"):
+        for args in (["--kernel", "gemm", "--device", "interpret"], ["--resume", run.id, "--max-candidates", "2"]):
+            code = main(["evolve", *args, "--runs-dir", str(tmp_path / "runs"), "--quiet"])
+            err = capsys.readouterr().err
+            assert code == 2 and err.startswith("avo: error: cannot write ") and "make it writable" in err, err

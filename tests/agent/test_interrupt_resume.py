@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from agent_fakes import SEED_SOURCE, write_seed
-from agent_loopback import Loopback, anthropic_turn
+from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
+from agent_loopback import Loopback, anthropic_turn, sequence
+import avo.commands.evolve as evolve_command
+from avo.cli import main
 from avo.run import Run
 
 HERE = Path(__file__).parent
@@ -88,3 +90,64 @@ def test_sigint_stops_after_the_step_and_resume_continues(tmp_path):
     sessions = [e for e in run.events() if e["kind"] == "session"]
     assert [s["resumed"] for s in sessions] == [False, True]
     assert run.events()[-1]["elapsed_s"] > elapsed and run.info()["state"] == "finished"
+
+
+class DiesWhileConfirming(FakeEvaluator):
+    """Stands in for a kill -9 during the side-by-side re-run: nothing after `confirm_start` is recorded."""
+
+    def confirm(self, candidate_dir, incumbent_dir):
+        self.calls.append("confirm")
+        raise KeyboardInterrupt
+
+
+def test_a_confirmation_cut_short_is_finished_on_resume(tmp_path, monkeypatch, capsys):
+    seed = write_seed(tmp_path / "seed")
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    dying, healthy = DiesWhileConfirming(), FakeEvaluator()
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: dying)
+    runs = tmp_path / "runs"
+    faster = SEED_SOURCE.replace("SPEED = 1.0", "SPEED = 2.0")
+    script = [anthropic_turn(("write_file", {"path": "kernel.py", "content": faster}),
+                             ("evaluate", {"rationale": "2x"})),
+              anthropic_turn(("note", {"text": "after the resume"}))]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
+    with Loopback(sequence(script)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        args = ["--runs-dir", str(runs), "--quiet", "--agent", "anthropic"]
+        main(["evolve", "--kernel", "gemm", "--device", "interpret", *args, "--max-candidates", "2"])
+        run = Run.open("latest", runs)
+        assert run.lineage.best == "c0000" and run.load_eval("c0001").fitness == 2.0  # measured faster, undecided
+        assert [e["kind"] for e in run.events()][-2:] == ["confirm_start", "stop"]
+        monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: healthy)
+        code = main(["evolve", "--resume", run.id, *args, "--max-candidates", "1"])
+    run = Run.open(run.id, runs)
+    assert code == 0 and healthy.calls == ["confirm"] and run.lineage.best == "c0001"
+    end = next(e for e in run.events() if e["kind"] == "confirm_end")
+    assert end["cid"] == "c0001" and end["accepted"] and end["resumed"]
+    assert "confirmation cut short by the stop, finished now" in capsys.readouterr().out
+
+
+def test_a_baseline_cut_short_after_its_commit_is_finished_on_resume(tmp_path, monkeypatch):
+    from avo.lineage import Lineage
+
+    seed = write_seed(tmp_path / "seed")
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    evaluator = FakeEvaluator()
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
+    accept = Lineage.accept
+
+    def dies_once(self, cid):  # a kill between the seed's baseline tag and its acceptance
+        monkeypatch.setattr(Lineage, "accept", accept)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Lineage, "accept", dies_once)
+    runs = tmp_path / "runs"
+    args = ["--runs-dir", str(runs), "--quiet", "--agent", "heuristic"]
+    assert main(["evolve", "--kernel", "gemm", "--device", "interpret", *args, "--max-candidates", "1"]) == 130
+    run = Run.open("latest", runs)
+    assert run.lineage.baseline == "c0000" and run.lineage.best is None
+    assert main(["evolve", "--resume", run.id, *args, "--max-candidates", "1"]) == 0
+    run = Run.open(run.id, runs)
+    assert run.lineage.best in ("c0000", "c0001") and run.lineage.info("c0000").accepted
+    assert evaluator.calls.count("evaluate") == 2  # the seed's result was kept, not measured again
+    assert [e["kind"] for e in run.events()].count("baseline") == 1

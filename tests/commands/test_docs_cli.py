@@ -73,3 +73,17 @@ def test_index_a_folder_then_search_list_and_reset(capsys, tmp_path):
     assert code == 0 and "user index is empty" in out
     code, out, _ = run(capsys, "docs", "search", "narwhal", "--json")
     assert json.loads(out) == []
+
+
+def test_a_damaged_list_of_indexed_documents_is_an_error_not_an_empty_index(capsys, tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "narwhal.md").write_text("# Narwhal\n\nNarwhal memory.\n")
+    assert run(capsys, "docs", "index", str(folder))[0] == 0
+    (tmp_path / "cache" / "docs" / "user-sources.json").write_text('{"paths": ["/x", ')
+    code, out, err = run(capsys, "docs", "search", "narwhal")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "user-sources.json is damaged" in err and "avo docs index --reset" in err
+    assert run(capsys, "docs", "index", "--reset", str(folder))[0] == 0
+    code, out, _ = run(capsys, "docs", "search", "narwhal", "-k", "1")
+    assert code == 0 and out.startswith("1. notes/narwhal")

@@ -12,6 +12,7 @@ import tarfile
 
 import pytest
 from lineage_fakes import result, write_candidate
+from read_only import read_only_tree
 from rich.console import Console
 
 import avo.commands.runs as runs_command
@@ -123,14 +124,28 @@ with Run.open("r1", Path(sys.argv[1])).lock():
 
 
 @pytest.mark.parametrize("case", ["unknown run", "unknown candidate", "corrupt run.json", "locked run",
-                                  "unwritable export", "import of a non-export", "import of a bad bundle"])
+                                  "unwritable export", "import of a non-export", "import of a bad bundle",
+                                  "import of a truncated export", "runs dir is a file"])
 def test_bad_input_is_one_line_exit_2(runs_dir, capsys, tmp_path, case):
     holder = None
     args = {"unknown run": ["show", "nope"], "unknown candidate": ["diff", "c0042", "best"],
             "corrupt run.json": ["show", "r1"], "locked run": ["rollback", "r1", "c0000"],
             "unwritable export": ["export", "r1", "-o", tmp_path / "no" / "such" / "dir" / "r1.tar"],
             "import of a non-export": ["import", tmp_path / "junk.tar"],
-            "import of a bad bundle": ["import", tmp_path / "bad.tar"]}[case]
+            "import of a bad bundle": ["import", tmp_path / "bad.tar"],
+            "import of a truncated export": ["import", tmp_path / "cut.tar.gz"],
+            "runs dir is a file": ["runs"]}[case]
+    if case == "import of a truncated export":
+        assert main(["export", "r1", "-o", str(tmp_path / "whole.tar.gz"), "--runs-dir", str(runs_dir)]) == 0
+        whole = (tmp_path / "whole.tar.gz").read_bytes()
+        with tarfile.open(tmp_path / "whole.tar.gz") as tar:  # cut where the last file's header starts
+            last = tar.getmembers()[-1].offset
+        (tmp_path / "cut.tar.gz").write_bytes(whole[:last])
+        shutil.rmtree(runs_dir / "r1")
+        capsys.readouterr()
+    if case == "runs dir is a file":
+        shutil.rmtree(runs_dir)
+        runs_dir.write_text("not a folder")
     if case == "corrupt run.json":
         (runs_dir / "r1" / "run.json").write_text("{not json")
     if case == "import of a non-export":
@@ -154,7 +169,10 @@ def test_bad_input_is_one_line_exit_2(runs_dir, capsys, tmp_path, case):
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("avo: error: ")
     if holder:
         assert f"PID {holder.pid}" in err
-    assert not list(runs_dir.glob(".importing-*"))
+    if case == "import of a truncated export":
+        assert "truncated or damaged" in err and not (runs_dir / "r1").exists()
+    if runs_dir.is_dir():
+        assert not list(runs_dir.glob(".importing-*"))
 
 
 def test_export_import_round_trip(runs_dir, capsys, tmp_path):
@@ -184,3 +202,18 @@ def test_runs_lists_the_others_when_one_is_damaged(runs_dir, capsys):
     shutil.rmtree(runs_dir / "r2" / "lineage")
     code, out, _ = avo(capsys, "runs", "--runs-dir", runs_dir)
     assert code == 0 and "2/1" in out and re.search(r"r2 .*attention .*unreadable", out)
+
+
+def test_runs_names_a_run_whose_run_json_is_corrupt(runs_dir, capsys):
+    Run.create(RunConfig(kernel="attention"), runs_dir=runs_dir, gpu="h100", agent="heuristic", run_id="r2").close()
+    (runs_dir / "r2" / "run.json").write_text('{"config": {"kernel": ')
+    code, out, _ = avo(capsys, "runs", "--runs-dir", runs_dir)
+    assert code == 0 and "2/1" in out and re.search(r"r2 .*unreadable", out)
+
+
+@pytest.mark.parametrize("args", [["rollback", "r1", "c0000"], ["report", "r1"]])
+def test_a_read_only_runs_dir_is_one_line_exit_2(runs_dir, capsys, args):
+    with read_only_tree(runs_dir):
+        code, _, err = avo(capsys, *args, "--runs-dir", runs_dir)
+    assert code == 2 and err.startswith("avo: error: cannot write ") and len(err.strip().splitlines()) == 1
+    assert "make it writable" in err and "internal error" not in err

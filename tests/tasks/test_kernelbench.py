@@ -52,6 +52,20 @@ def test_a_broken_file_is_one_clear_line(name, phrase):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("name, phrase", [
+    ("init_raises", "Model.__init__ raised ValueError: no weights"),
+    ("forward_raises", "Model.forward raised RuntimeError: bad forward"),
+])
+def test_a_model_that_raises_is_the_files_fault_in_one_line(name, phrase, tmp_path, capsys):
+    from avo.cli import main
+
+    code = main(["evolve", "--kernel", str(BROKEN / f"{name}.py"), "--device", "interpret", "--agent", "heuristic",
+                 "--runs-dir", str(tmp_path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and phrase in err and f"{name}.py" in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.rglob("run.json"))
+
+
 def test_bad_spec_options_and_missing_files_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown task option 'baseline=jit'"):
         load("softmax", "?baseline=jit")

@@ -32,6 +32,7 @@ class AnthropicModel:
             self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
         except anthropic.AnthropicError as exc:
             raise UserError(f"cannot set up the Anthropic client: {exc}") from None
+        self.policy.endpoint = str(self.client.base_url).rstrip("/")
 
     def next_turn(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> Turn:
         request: dict[str, Any] = {

@@ -29,6 +29,7 @@ class OpenAICompatModel:
             self.client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
         except openai.OpenAIError as exc:
             raise UserError(f"cannot set up the OpenAI-compatible client: {exc}") from None
+        self.policy.endpoint = str(self.client.base_url).rstrip("/")
         self.name = model or self._served_model()
 
     def _served_model(self) -> str:

@@ -1,0 +1,298 @@
+"""SIGKILL an interpreter evolve at chosen moments, resume it each time, then check that nothing was lost.
+
+    python scripts/chaos.py --kills 6 --work DIR            # the short version the test suite runs
+    python scripts/chaos.py --minutes 30 --work DIR         # a soak (scripts/soak.sh)
+
+Moments, in turn: during a confirmation (the transcript's last event is `confirm_start`), during a commit (a git
+child of avo is running), during an evaluation (a worker is running), and at a random time. The run is a heuristic evolve
+of the GEMM task under the Triton interpreter from a seed that launches one small tile at a time, so the search finds
+a clearly faster candidate (and confirms it) early. At the end, one last resume runs to a candidate budget without a kill, and:
+  - the lineage passes `git fsck`;
+  - every evaluated candidate is committed with its evals/<cid>.json, and no candidate's files are committed twice;
+  - every confirmation that started has ended, and the best is correct, accepted, and the fittest accepted;
+  - no process started by avo is left, and no avo temp folder (after the next start swept the killed ones').
+Prints the counts as JSON; exit code 1 if a check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PHASES = ("confirmation", "commit", "evaluation", "random")
+"""In this order: the first agent candidate is the one the search confirms, so its moment comes first."""
+SEED = '''"""C = A @ B in Triton, launched one tile at a time: the slow start a chaos run evolves from (small tiles
+mean many launches, so the first larger tile the search tries is clearly faster, and is confirmed side by side)."""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_M = 16  # avo: tune 16 32 64 128
+BLOCK_N = 16  # avo: tune 16 32 64 128
+BLOCK_K = 16  # avo: tune 16 32 64
+NUM_WARPS = 4  # avo: tune 4 8
+NUM_STAGES = 2  # avo: tune 2 3 4
+
+
+@triton.jit
+def _tile(a_ptr, b_ptr, c_ptr, M, N, K, s_am, s_ak, s_bk, s_bn, s_cm, s_cn, tile,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    offs_m = (tile // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (tile % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        offs_k = k * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + offs_m[:, None] * s_am + offs_k[None, :] * s_ak,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + offs_k[:, None] * s_bk + offs_n[None, :] * s_bn,
+                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def gemm(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    for tile in range(triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)):
+        _tile[(1,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                    tile, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
+                    num_stages=NUM_STAGES)
+    return c
+'''
+
+
+def make_seed(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.py").write_text(SEED)
+    return folder
+
+
+class Chaos:
+    def __init__(self, work: Path, seed: int):
+        self.work, self.rng = work, random.Random(seed)
+        self.runs, self.tmp = work / "runs", work / "tmp"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.seed_dir = make_seed(work / "seed")
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(self.tmp)}
+        self.kills: Counter = Counter()
+        self.problems: list[str] = []
+
+    def avo(self, *args: str, **kwargs) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "avo", *args], env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, **kwargs)
+
+    def start(self) -> subprocess.Popen:
+        if not any(self.runs.glob("*/run.json")):
+            return self.avo("evolve", "--kernel", "gemm", "--device", "interpret", "--agent", "heuristic",
+                            "--seed-kernel", str(self.seed_dir), "--runs-dir", str(self.runs), "--quiet",
+                            "--hours", "100", "--max-candidates", "100000")
+        return self.avo("evolve", "--resume", "latest", "--runs-dir", str(self.runs), "--quiet")
+
+    def transcript(self) -> Path | None:
+        found = sorted(self.runs.glob("*/transcript.jsonl"))
+        return found[0] if found else None
+
+    def reached(self, phase: str, pid: int) -> bool:
+        if phase == "evaluation":
+            return bool(children(pid, "avo.evaluate.worker"))
+        if phase == "commit":
+            return any(cmd.startswith("git ") and ("mktree" in cmd or "commit-tree" in cmd or "update-ref" in cmd
+                                                   or "hash-object" in cmd) for cmd in children(pid, "git").values())
+        if phase == "confirmation":
+            path = self.transcript()
+            if path is None or not children(pid, "avo.evaluate.worker"):
+                return False
+            lines = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)
+            return b'"kind": "confirm_start"' in lines[-1]
+        return False
+
+    def cycle(self, phase: str, patience_s: float) -> str:
+        proc = self.start()
+        began = time.monotonic()
+        at = began + self.rng.uniform(0.5, 10.0) if phase == "random" else None
+        hit = "random" if phase == "random" else f"{phase} (not reached)"
+        while proc.poll() is None:
+            now = time.monotonic()
+            if at is not None and now >= at:
+                break
+            if at is None and self.reached(phase, proc.pid):
+                hit = phase
+                if phase == "evaluation":  # somewhere inside it, not always at its first instant
+                    time.sleep(self.rng.uniform(0.0, 1.5))
+                break
+            if at is None and now - began > patience_s:
+                break
+            time.sleep(0.002 if phase == "commit" else 0.02)
+        if proc.poll() is not None:
+            return "exited"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        self.kills[hit] += 1
+        self.check_no_leftover_processes()
+        return hit
+
+    def check_no_leftover_processes(self) -> None:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and self.leftovers():
+            time.sleep(0.05)
+        for pid, cmd in self.leftovers().items():
+            self.problems.append(f"process {pid} outlived the killed avo: {cmd[:120]}")
+
+    def leftovers(self) -> dict[int, str]:
+        """Processes whose environment carries this chaos run's TMPDIR (avo's children inherit it)."""
+        mark = f"TMPDIR={self.tmp}".encode()
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if _state(int(entry.name)) == "Z" or mark not in (entry / "environ").read_bytes():
+                    continue
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+        return found
+
+    def finish(self, extra_candidates: int) -> None:
+        """One last resume, unkilled, to a candidate budget: it must finish whatever a kill left in flight."""
+        run = self.run_dir()
+        if run is None:  # every kill came before the run existed: make it now, unkilled
+            self.avo("evolve", "--kernel", "gemm", "--device", "interpret", "--agent", "heuristic", "--seed-kernel",
+                     str(self.seed_dir), "--runs-dir", str(self.runs), "--quiet", "--max-candidates", "1").wait()
+            run = self.run_dir()
+        from avo.agent.context import lineage_counters
+        from avo.run import Run
+
+        opened = Run(run)
+        count = lineage_counters(opened.lineage)["candidates"] + extra_candidates
+        opened.close()
+        code = self.avo("evolve", "--resume", "latest", "--runs-dir", str(self.runs), "--quiet",
+                        "--max-candidates", str(count)).wait()
+        if code not in (0, 130):
+            self.problems.append(f"the final resume exited with code {code}")
+
+    def run_dir(self) -> Path | None:
+        found = sorted(p.parent for p in self.runs.glob("*/run.json"))
+        return found[0] if found else None
+
+    def verify(self) -> dict:
+        from avo.agent.acceptance import noise
+        from avo.run import Run
+
+        self.avo("runs", "--runs-dir", str(self.runs)).wait()  # any start sweeps the killed ones' temp folders
+        left = sorted(p.name for p in self.tmp.iterdir() if p.name.startswith("avo-"))
+        if left:
+            self.problems.append(f"temp folders left: {left}")
+        run = Run(self.run_dir())
+        lineage = run.lineage
+        fsck = subprocess.run(["git", f"--git-dir={lineage.path}", "fsck", "--full", "--no-dangling"],
+                              capture_output=True, text=True)
+        if fsck.returncode != 0:
+            self.problems.append(f"git fsck: {(fsck.stdout + fsck.stderr).strip()[:300]}")
+        cids = lineage.cids()
+        evals = sorted(p.stem for p in run.evals_dir.glob("c*.json"))
+        if set(evals) != set(cids):
+            self.problems.append(f"evaluations without a commit: {sorted(set(evals) - set(cids))}, commits "
+                                 f"without an evaluation: {sorted(set(cids) - set(evals))}")
+        contents = Counter(lineage.record(c)["content_hash"] for c in cids)
+        if any(n > 1 for n in contents.values()):
+            self.problems.append("a candidate's files were committed more than once")
+        events = run.events()
+        started = Counter(e["cid"] for e in events if e["kind"] == "confirm_start")
+        ended = {e["cid"] for e in events if e["kind"] == "confirm_end"}
+        if set(started) - ended:
+            self.problems.append(f"confirmations never finished: {sorted(set(started) - ended)}")
+        best = lineage.best
+        best_result = run.load_eval(best) if best else None
+        accepted = [c for c in cids if lineage.info(c).accepted]
+        if best_result is None or best_result.status != "correct" or best not in accepted:
+            self.problems.append(f"the best {best} is not a correct, accepted candidate")
+        else:
+            for cid in accepted:
+                other = run.load_eval(cid)
+                if other is not None and other.fitness > best_result.fitness * (1 + noise(other, best_result)):
+                    self.problems.append(f"accepted {cid} ({other.fitness:.4g}) beats the best {best}")
+        self.check_no_leftover_processes()
+        return {"kills": dict(self.kills), "kills_total": sum(self.kills.values()), "candidates": len(cids),
+                "evaluations": len(evals), "commits_without_evaluation": len(set(cids) - set(evals)),
+                "accepted": len(accepted), "confirmations": sum(started.values()),
+                "resumed_confirmations": sum(1 for e in events if e["kind"] == "confirm_end" and e.get("resumed")),
+                "sessions": sum(1 for e in events if e["kind"] == "session"), "best": best,
+                "best_fitness": best_result.fitness if best_result else None, "fsck": fsck.returncode == 0,
+                "problems": self.problems}
+
+
+def children(pid: int, needle: str) -> dict[int, str]:
+    """Direct children of `pid` whose command line holds `needle`: {pid: command line}."""
+    found = {}
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return found
+    for kid in kids:
+        try:
+            cmd = Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmd:
+            found[int(kid)] = cmd
+    return found
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def one_round(work: Path, kills: int, seed: int, patience_s: float) -> dict:
+    """A fresh run killed `kills` times (each moment in turn), resumed to the end, and checked."""
+    chaos = Chaos(work, seed)
+    n = 0
+    while sum(chaos.kills.values()) < kills and n < 4 * kills:
+        chaos.cycle(PHASES[n % len(PHASES)], patience_s)
+        n += 1
+    chaos.finish(extra_candidates=1)
+    return chaos.verify()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/chaos.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, required=True, help="an empty folder for the runs and their temp files")
+    parser.add_argument("--kills", type=int, default=6, help="kills per run")
+    parser.add_argument("--minutes", type=float, default=None, help="repeat runs of --kills kills for this long")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--patience", type=float, default=30.0, help="seconds to wait for a moment to come")
+    args = parser.parse_args(argv)
+    began = time.monotonic()
+    rounds = []
+    while True:
+        rounds.append(one_round(args.work.resolve() / f"run-{len(rounds)}", args.kills, args.seed + len(rounds),
+                                args.patience))
+        print(json.dumps({"round": len(rounds), **rounds[-1]}), flush=True)
+        if not args.minutes or time.monotonic() - began >= args.minutes * 60:
+            break
+    totals = Counter()
+    for r in rounds:
+        totals.update({k: v for k, v in r.items() if isinstance(v, int) and not isinstance(v, bool)})
+        totals.update({f"kills during {k}": v for k, v in r["kills"].items()})
+    problems = [p for r in rounds for p in r["problems"]]
+    print(json.dumps({"rounds": len(rounds), "minutes": round((time.monotonic() - began) / 60, 1), **totals,
+                      "fsck_failures": sum(1 for r in rounds if not r["fsck"]), "problems": problems}, indent=1))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

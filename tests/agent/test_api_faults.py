@@ -1,0 +1,100 @@
+"""The model API failing under a run: an outage ends with the budget, a server never reached is a setup error in one
+line, a connection lost mid-run and a timeout are retried. Real SDKs against loopback servers (or a closed port)."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+
+import pytest
+
+from agent_fakes import FakeEvaluator, FakeTask, write_seed
+from agent_loopback import Loopback, anthropic_error, anthropic_turn, openai_turn, sequence
+import avo.commands.evolve as evolve_command
+from avo.agent.models.anthropic import AnthropicModel
+from avo.agent.models.base import Message
+from avo.agent.models.openai_compat import OpenAICompatModel
+from avo.agent.models.retry import RetryPolicy
+from avo.agent.stops import BudgetExhausted
+from avo.cli import main
+from avo.run import Run
+
+START = [Message(role="user", text="start")]
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    seed = write_seed(tmp_path / "seed")
+    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
+    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: FakeEvaluator())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
+    return tmp_path / "runs"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_outage_ends_with_the_time_budget(runs, monkeypatch):
+    began = time.monotonic()
+
+    def outage(index, body):  # 503 for 8 s, then answers: a run that waits past its budget gets an answer
+        if time.monotonic() - began < 8:
+            return anthropic_error(503, "api_error")
+        return anthropic_turn(("list_files", {}))
+
+    with Loopback(outage) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(runs), "--quiet",
+                     "--agent", "anthropic", "--hours", "0.0005"])  # 1.8 s
+    took = time.monotonic() - began
+    events = Run.open("latest", runs).events()
+    assert code == 0 and "time budget" in events[-1]["reason"]
+    assert any(e["kind"] == "api_wait" for e in events) and not any(e["kind"] == "model_turn" for e in events)
+    assert took < 6, f"the run outlived its budget by {took - 1.8:.1f} s"
+
+
+def test_a_server_never_reached_is_one_line_exit_2(runs, capsys):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    for extra in ([], ["--model", "m"]):  # without --model the server is asked for its model before any run
+        began = time.monotonic()
+        code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(runs), "--quiet",
+                     "--agent", "openai", "--base-url", url, "--hours", "1", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("avo: error: cannot connect to http://127.0.0.1:") and "refused" in err
+        assert len(err.strip().splitlines()) == 1 and time.monotonic() - began < 20
+
+
+def test_a_connection_lost_after_the_server_answered_is_an_outage_retried():
+    waits = []
+
+    def give_up():
+        if len(waits) >= 2:
+            raise BudgetExhausted("time budget of 1 h spent")
+
+    policy = RetryPolicy(sleep=lambda s: None, on_wait=lambda n, s, why: waits.append(why), check=give_up,
+                         rng=random.Random(0))
+    with Loopback(sequence([openai_turn(text="first")])) as server:
+        model = OpenAICompatModel("m", base_url=server.url + "/v1", policy=policy)
+        assert model.next_turn("S", START, []).text == "first"
+    with pytest.raises(BudgetExhausted):  # the server is gone now: refused, but it answered before
+        model.next_turn("S", START, [])
+    assert waits == ["connection failed", "connection failed"]
+
+
+def test_an_api_timeout_is_retried():
+    waits = []
+
+    def slow_first(index, body):
+        if index == 0:
+            time.sleep(1.0)
+        return anthropic_turn(text="in time")
+
+    policy = RetryPolicy(sleep=lambda s: None, on_wait=lambda n, s, why: waits.append(why), rng=random.Random(0))
+    with Loopback(slow_first) as server:
+        model = AnthropicModel("claude-sonnet-5-5", base_url=server.url, api_key="k", policy=policy, timeout_s=0.3)
+        assert model.next_turn("S", START, []).text == "in time"
+    assert waits == ["timeout"]
