@@ -7,6 +7,7 @@ evaluator's figures come from `avo bench`.
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -68,14 +69,18 @@ def main() -> None:
         settings = {}
         for pair in filter(None, variant.split(",")):
             key, value = pair.split("=")
-            settings[key] = value == "True" if value in ("True", "False") else int(value) if value.lstrip("-").isdigit() else value
+            if value in ("True", "False"):
+                settings[key] = value == "True"
+            else:
+                settings[key] = int(value) if value.lstrip("-").isdigit() else value
         print(f"== {folder} {settings}", flush=True)
         try:
             done = subprocess.run([sys.executable, __file__, "--child", folder, json.dumps(settings)],
-                                  capture_output=True, text=True, timeout=float(__import__("os").environ.get("VARIANT_TIMEOUT", 120)))
+                                  capture_output=True, text=True, timeout=float(os.environ.get("VARIANT_TIMEOUT", 120)))
             out, err, rc = done.stdout, done.stderr, done.returncode
         except subprocess.TimeoutExpired as exc:
-            out, err, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), "TIMEOUT", -1
+            partial = exc.stdout or ""
+            out, err, rc = partial.decode() if isinstance(partial, bytes) else partial, "TIMEOUT", -1
         worst = 0.0
         for line in out.splitlines():
             row = json.loads(line)
@@ -84,7 +89,8 @@ def main() -> None:
                 if row["err"] > 0.01:
                     print("   BAD", row)
             else:
-                print(f"   {row['bench']}: {row['tflops']:6.1f} TFLOPS  lib {row['lib_tflops']:6.1f}  x{row['ratio']:.3f}")
+                print(f"   {row['bench']}: {row['tflops']:6.1f} TFLOPS  lib {row['lib_tflops']:6.1f}  "
+                      f"x{row['ratio']:.3f}")
         print(f"   rc={rc} worst check err {worst:.2e}", flush=True)
         if rc:
             print("   stderr:", err[-1500:])

@@ -43,7 +43,8 @@ def main() -> None:
     for name, fn in entries.items():
         host_us(fn, slots, 10)  # compile, first launches
         t = host_us(fn, slots)
-        print(f"{name:40s} host per call: median {statistics.median(t):6.1f} us, p90 {sorted(t)[int(.9 * len(t))]:6.1f} us")
+        p90 = sorted(t)[int(.9 * len(t))]
+        print(f"{name:40s} host per call: median {statistics.median(t):6.1f} us, p90 {p90:6.1f} us")
     from avo.cuda_tensor_map import _cache, tensor_map
 
     x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)

@@ -170,9 +170,9 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     return None
 
 
-_FLAG_PRIORS = (("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
-                ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02),
-                ("swizzle", 1.02))
+_FLAG_PRIORS = (("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
+                ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
+                ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
 _FLAG_WHY = {  # first matching substring wins, so the longer names come first
     "tma_store": "the copy engine stores C from shared memory while the warps start the next tile's wgmma",

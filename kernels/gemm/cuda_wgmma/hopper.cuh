@@ -35,8 +35,8 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, int phase) {
     const unsigned addr = smem_u32(bar);
     unsigned done = 0;
     while (!done) {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(addr), "r"(phase) : "memory");
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(addr), "r"(phase) : "memory");
     }
 }
 

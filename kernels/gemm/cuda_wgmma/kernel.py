@@ -2,9 +2,10 @@
 out, fp32 accumulation, any M, N, K >= 1.
 
 gemm.cu holds the kernel and says why it is fast; this file builds the TMA tensor maps of A and B (boxes of
-BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle; C's boxes of 64 x 64 for the TMA store), launches one block per SM (or per tile, when there are fewer
-tiles), and passes the tunables below to the compiler as -D defines. Shapes whose rows are not 16-byte aligned (K
-or N not a multiple of 8) go to a simple kernel in the same file: TMA cannot address them.
+BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle; C's boxes of 64 x 64 for the TMA store), launches one block
+per SM (or per tile, when there are fewer tiles), and passes the tunables below to the compiler as -D defines.
+Shapes whose rows are not 16-byte aligned (K or N not a multiple of 8) go to a simple kernel in the same file: TMA
+cannot address them.
 """
 
 import torch
