@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PHASES = ("confirmation", "commit", "evaluation", "random")
 """In this order: the first agent candidate is the one the search confirms, so its moment comes first."""
+LATER = ("random", "evaluation", "commit")
+"""The moments of the kills after the first round of PHASES: ones that keep coming while the run lives (late in a run
+a confirmation is rare, and waiting for one can outlast the run, so the kill never lands)."""
 SEED = '''"""C = A @ B in Triton, launched one tile at a time: the slow start a chaos run evolves from (small tiles
 mean many launches, so the first larger tile the search tries is clearly faster, and is confirmed side by side)."""
 
@@ -262,7 +265,7 @@ def one_round(work: Path, kills: int, seed: int, patience_s: float) -> dict:
     chaos = Chaos(work, seed)
     n = 0
     while sum(chaos.kills.values()) < kills and n < 4 * kills:
-        chaos.cycle(PHASES[n % len(PHASES)], patience_s)
+        chaos.cycle(PHASES[n] if n < len(PHASES) else LATER[n % len(LATER)], patience_s)
         n += 1
     chaos.finish(extra_candidates=1)
     return chaos.verify()
