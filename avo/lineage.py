@@ -5,42 +5,36 @@ evaluation summary). The commit's parent is the parent candidate's commit, its a
 line and `Avo-*` trailers. Refs: `refs/avo/<cid>` for every candidate, `refs/accepted/<cid>` once accepted, branch
 `main` (the incumbent line), tags `baseline` and `best`. Git holds the truth; nothing here is duplicated in JSON.
 
-Crash safety: objects are written first (each one atomically, by rename), the candidate's ref last, so a process killed
-at any point leaves either the whole candidate or only unreferenced objects that `git fsck` does not mind. Ref updates
-that belong together (accept: marker, best, main) go through one `git update-ref --stdin` transaction.
+Crash safety: objects are written first (lineage_objects.py: each one atomically, by rename), the candidate's ref
+last, so a process killed at any point leaves either the whole candidate or only unreferenced objects that `git fsck`
+does not mind. Ref updates that belong together (accept: marker, best, main) go through one `git update-ref --stdin` transaction.
 One writer per lineage (the run lock guarantees it); any number of readers.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import re
 import shutil
-import stat
 import subprocess
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import git
-from git.objects.fun import tree_to_stream
 from gitdb import LooseObjectDB
-from gitdb.base import IStream
 
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.lineage_format import (  # noqa: F401  (content_hash, cid_for, cid_number: part of this module's interface)
-    CID_PATTERN, COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, candidate_files, cid_for, cid_number, content_hash,
+    CID_PATTERN, COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, cid_for, cid_number, content_hash,
     message_for, model_name, parse_message, record_bytes, record_for, tidy_rationale,
 )
+from avo.lineage_objects import run_git, write_commit, write_tree
 
 _REV_PATTERN = re.compile(r"(best|baseline|main|c\d{4,})([~^].*)?")
 _PACK_REFS_EVERY = 500  # loose refs are packed now and then so listing 10,000 candidates stays one file read
-_COMMITTER = git.Actor(COMMITTER_NAME, COMMITTER_EMAIL)
 _CONTENTS_FORMAT = "%(refname)%00%(objectname)%00%(authorname)%00%(authordate:iso-strict)%00%(contents)%00"
 
 
@@ -82,7 +76,7 @@ class Lineage:
         settings = {
             "core.logAllRefUpdates": "always",  # main's reflog records every accept and rollback
             "gc.reflogExpire": "never", "gc.reflogExpireUnreachable": "never",
-            "user.name": _COMMITTER.name, "user.email": _COMMITTER.email, "avo.lineage": "1",
+            "user.name": COMMITTER_NAME, "user.email": COMMITTER_EMAIL, "avo.lineage": "1",
         }
         for key, value in settings.items():
             run_git(path, "config", key, value)
@@ -112,8 +106,9 @@ class Lineage:
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rationale, model = tidy_rationale(rationale), model_name(model)
         record = record_for(cid, parent, result, model, rationale, created, content)
-        tree = self._write_tree(src_dir, record_bytes(record))
-        commit = self._write_commit(tree, message_for(cid, parent, result, rationale, content), parents, model)
+        tree = write_tree(self._objects, src_dir, record_bytes(record))
+        commit = write_commit(self._objects, tree, message_for(cid, parent, result, rationale, content), parents,
+                              model)
         # the ref is the commit point: before it, only unreferenced objects exist
         self._update_refs([f"create refs/avo/{cid} {commit}"], f"candidate {cid}")
         if self._contents is not None:
@@ -293,41 +288,6 @@ class Lineage:
             lock.unlink(missing_ok=True)
         self._recovered = True
 
-    def _write_tree(self, src_dir: Path, record: bytes) -> str:
-        odb = self._objects
-        root: dict = {RECORD_FILE: (odb.store(IStream(b"blob", len(record), io.BytesIO(record))).binsha, 0o100644)}
-        for rel, path in candidate_files(src_dir):
-            data = path.read_bytes()
-            mode = 0o100755 if path.stat().st_mode & stat.S_IXUSR else 0o100644
-            node = root
-            *dirs, name = rel.split("/")
-            for d in dirs:
-                node = node.setdefault(d, {})
-            node[name] = (odb.store(IStream(b"blob", len(data), io.BytesIO(data))).binsha, mode)
-        return self._store_tree(root).hex()
-
-    def _write_commit(self, tree: str, message: str, parents: list[str], model: str) -> str:
-        when = f"{int(time.time())} +0000"
-        lines = [f"tree {tree}", *(f"parent {p}" for p in parents),
-                 f"author {model} <{_COMMITTER.email}> {when}",
-                 f"committer {_COMMITTER.name} <{_COMMITTER.email}> {when}", "", message]
-        data = "\n".join(lines).encode()
-        return self._objects.store(IStream(b"commit", len(data), io.BytesIO(data))).binsha.hex()
-
-    def _store_tree(self, node: dict) -> bytes:
-        entries = []
-        for name, value in node.items():
-            if isinstance(value, dict):
-                entries.append((self._store_tree(value), 0o040000, name))
-            else:
-                entries.append((value[0], value[1], name))
-        # git orders tree entries bytewise, a subtree as if its name ended in "/"
-        entries.sort(key=lambda e: e[2].encode() + (b"/" if e[1] == 0o040000 else b""))
-        buffer = io.BytesIO()
-        tree_to_stream(entries, buffer.write)
-        data = buffer.getvalue()
-        return self._objects.store(IStream(b"tree", len(data), io.BytesIO(data))).binsha
-
     def _update_refs(self, updates: list[str], message: str) -> None:
         # explicit transaction: if the input stops short (writer killed), git aborts rather than applying a part
         script = "start\n" + "".join(f"{u}\n" for u in updates) + "commit\n"
@@ -390,12 +350,3 @@ class Lineage:
         if not CID_PATTERN.fullmatch(cid) or self._ref_sha(f"refs/avo/{cid}") != sha:
             raise UserError(f"'{rev}' is a commit ({sha[:10]}) but not a candidate of this lineage")
         return cid
-
-
-def run_git(git_dir: Path, *args: str, stdin: str | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    done = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=stdin, capture_output=True, text=True,
-                          env=env, check=False)
-    if done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-    return done.stdout

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from avo import procs
 from avo.errors import UserError
-from avo.lineage import Lineage, run_git
+from avo.lineage import Lineage
+from avo.lineage_objects import run_git
 from avo.run import Run, check_run_id, now, write_json_atomic
 
 FORMAT = "avo-run-export"
