@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from avo.run_lock import pid_alive
+
 PR_SET_PDEATHSIG = 1
 _STALE = re.compile(r"avo-[a-z]+-(\d+)-")
 _libc = None
@@ -78,16 +80,6 @@ def temp_dir(kind: str) -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix=f"avo-{kind}-{os.getpid()}-")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(root: Path | None = None) -> list[str]:
     """Remove the temp folders of avo processes that are gone; returns their names."""
     root = Path(root or tempfile.gettempdir())
@@ -98,7 +90,7 @@ def sweep_stale(root: Path | None = None) -> list[str]:
         return swept
     for entry in entries:
         match = _STALE.match(entry.name)
-        if not match or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+        if not match or int(match.group(1)) == os.getpid() or pid_alive(int(match.group(1))):
             continue
         try:
             if not entry.is_dir(follow_symlinks=False):

@@ -13,14 +13,11 @@ against the lineage's refs on every read and rebuilt from git when stale or abse
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import socket
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -31,6 +28,8 @@ from avo.config import RunConfig, stored_run_config
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.lineage import Lineage, cid_for, cid_number
+from avo.run_lock import RunLock
+from avo.run_transcript import Transcript
 
 STATES = ("created", "running", "stopped", "finished", "failed")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -85,16 +84,6 @@ def runs_folder(runs_dir: Path) -> Path:
     return runs_dir
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class Run:
     """One run directory. Writers hold `run.lock()`; readers need nothing."""
 
@@ -107,9 +96,9 @@ class Run:
         except ValidationError as exc:
             raise UserError(f"run.json of run '{self.id}' is corrupt: bad config ({exc.errors()[0]['msg']})") from None
         self._lineage: Lineage | None = None
-        self._lock_fd: int | None = None
-        self._lock_depth = 0
-        self._transcript_checked = False
+        self._lock = RunLock(self.path / "lock", self.id, clock=now,
+                             on_takeover=lambda previous: self.append_event("lock_taken_over", previous=previous))
+        self._transcript = Transcript(self.transcript_path, default=_jsonable)
 
     # -- creating and finding ----------------------------------------------------------------------------------------
 
@@ -277,52 +266,11 @@ class Run:
 
     def append_event(self, kind: str, **data) -> None:
         """One JSON line per event, on disk before this returns."""
-        if not self._transcript_checked:
-            self._drop_torn_tail()
-        line = json.dumps({"ts": now(), "kind": kind, **data}, default=_jsonable) + "\n"
-        with open(self.transcript_path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    def _drop_torn_tail(self) -> None:
-        """A crash mid-write leaves a partial last line; appending after it would corrupt the next event too."""
-        with open(self.transcript_path, "rb+") as handle:
-            end = handle.seek(0, os.SEEK_END)
-            position = end
-            while position > 0:  # walk back to the last newline; the bytes after it are the torn line
-                start = max(0, position - 65536)
-                handle.seek(start)
-                cut = handle.read(position - start).rfind(b"\n")
-                if cut >= 0 or start == 0:
-                    keep = start + cut + 1
-                    break
-                position = start
-            else:
-                keep = end
-            if keep != end:
-                handle.truncate(keep)
-                handle.flush()
-                os.fsync(handle.fileno())
-        self._transcript_checked = True
+        self._transcript.append({"ts": now(), "kind": kind, **data})
 
     def events(self) -> list[dict]:
         """All events in order; a torn last line (the process died mid-write) is left out."""
-        try:
-            lines = self.transcript_path.read_text(errors="replace").split("\n")
-        except FileNotFoundError:
-            return []
-        events = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number == len(lines):  # no newline after it: torn
-                    break
-                raise UserError(f"{self.transcript_path}: line {number} is not valid JSON") from None
-        return events
+        return self._transcript.events()
 
     # -- evaluations -------------------------------------------------------------------------------------------------
 
@@ -364,55 +312,14 @@ class Run:
 
     # -- lock --------------------------------------------------------------------------------------------------------
 
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Exclusive right to drive this run. A holder that died (even by SIGKILL) no longer holds it."""
-        if self._lock_depth:
-            self._lock_depth += 1
-            try:
-                yield
-            finally:
-                self._lock_depth -= 1
-            return
-        path = self.path / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            holder = self._lock_file_content() or {}
-            raise UserError(f"run '{self.id}' is locked by PID {holder.get('pid', '?')} on "
-                            f"{holder.get('host', '?')} since {holder.get('started', '?')}; stop that process or "
-                            "wait for it to finish") from None
-        previous = self._lock_file_content()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": now()}).encode(), 0)
-        os.fsync(fd)
-        self._lock_fd, self._lock_depth = fd, 1
-        if previous:  # its holder died without releasing: record the takeover
-            self.append_event("lock_taken_over", previous=previous)
-        try:
-            yield
-        finally:
-            self._lock_depth = 0
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            self._lock_fd = None
-
-    def _lock_file_content(self) -> dict | None:
-        try:
-            content = json.loads((self.path / "lock").read_text() or "null")
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-        return content if isinstance(content, dict) else None
+    def lock(self):
+        """Exclusive right to drive this run (a context manager). A holder that died (even by SIGKILL) no longer
+        holds it."""
+        return self._lock.hold()
 
     def lock_holder(self) -> dict | None:
         """Who holds the lock now (a live process on this host), without touching the lock."""
-        holder = self._lock_file_content()
-        if not holder or holder.get("host") != socket.gethostname():
-            return holder
-        return holder if _pid_alive(int(holder.get("pid", 0))) else None
+        return self._lock.holder()
 
     # -- summaries ---------------------------------------------------------------------------------------------------
 
