@@ -75,7 +75,6 @@ def tensor_map(tensor: Any, box: tuple[int, ...], *, swizzle: int = 128) -> Tens
 def _encode(tensor: Any, box: tuple[int, ...], swizzle: int) -> TensorMap:
     import numpy
     import torch
-    from cuda.bindings import driver
 
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cuda":
         raise ValueError("tensor_map needs a CUDA tensor")
@@ -95,6 +94,8 @@ def _encode(tensor: Any, box: tuple[int, ...], swizzle: int) -> TensorMap:
     types = _element_types()
     if tensor.dtype not in types:
         raise ValueError(f"tensor_map: no TMA element type for {tensor.dtype}")
+    from cuda.bindings import driver  # after the checks: they need no driver (nor the cuda13/cuda12 extra)
+
     rank = len(dims)
     u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     err, encoded = driver.cuTensorMapEncodeTiled(

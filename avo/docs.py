@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from avo.atomic import write_text_atomic
 from avo.doc_chunks import SUFFIXES, Chunk
 from avo.docs_index import Hit, Index
 
@@ -169,9 +170,7 @@ class Library:
             shutil.rmtree(self.user_cache, ignore_errors=True)
             self._open.pop("user", None)
             return None
-        staging = self.sources_file.with_name(f".{self.sources_file.name}.{os.getpid()}")
-        staging.write_text(json.dumps({"paths": sources}, indent=1))
-        os.replace(staging, self.sources_file)  # a crash mid-write leaves the old list, not a torn one
+        write_text_atomic(self.sources_file, json.dumps({"paths": sources}, indent=1))
         return self.user_index()
 
     def search(self, query: str, k: int = 5) -> list[Hit]:

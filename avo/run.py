@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from avo.config import RunConfig, stored_run_config
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
+from avo.atomic import write_text_atomic
 from avo.lineage import Lineage, cid_for, cid_number
 from avo.run_lock import RunLock
 from avo.run_transcript import Transcript
@@ -43,13 +44,7 @@ def now() -> str:
 
 def write_json_atomic(path: Path, data: dict) -> None:
     """Readers see the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, default=_jsonable)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=_jsonable) + "\n")
 
 
 def _jsonable(value):

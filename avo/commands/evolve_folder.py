@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from avo import sweep
+from avo.atomic import write_text_atomic
 from avo.errors import UserError
 
 INTERRUPTED = 130
@@ -73,7 +74,7 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
                          ops=ops or "strict", hours_per_problem=hours_per_problem,
                          max_candidates=config.budget.max_candidates)
     path = runs_dir / f"{name}-sweep.json"
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
     sweep.render(data, out)
     say(f"summary: {path}")
     if interrupted:

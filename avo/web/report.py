@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from avo.atomic import write_text_atomic
 from avo.errors import UserError
 from avo.web.pages import report_page
 
@@ -22,9 +23,7 @@ def write_html(run, path: Path | None = None) -> Path:
     text = report_page(run)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        write_text_atomic(out, text)
     except OSError as exc:
         raise UserError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     return out

@@ -96,14 +96,20 @@ def _gemm_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
 
 
 def _scratch(size: int, alignment: int, stream):
-    """Global memory Triton asks for to build the tensor descriptors on the device."""
+    """Global memory Triton asks for to build the tensor descriptors on the device (the current one)."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+triton.set_allocator(_scratch)
+_SMS: dict = {}
 
 
 def _sm_count(device) -> int:
     if device.type != "cuda":
         return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    if device not in _SMS:
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
 
 
 def gemm(a, b):
@@ -119,7 +125,6 @@ def gemm(a, b):
         grid = (triton.cdiv(M, 64), triton.cdiv(N, 64))
         _gemm_pointers[grid](a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=3)
         return c
-    triton.set_allocator(_scratch)
     sms = _sm_count(a.device)
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     _gemm_tma_persistent[(min(sms, tiles),)](
