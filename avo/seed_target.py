@@ -10,21 +10,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from avo.cuda import HEADER_SUFFIXES
 from avo.errors import UserError
 
 # Instruction spellings as they appear in inline PTX (comments naming them do not match).
 HOPPER_ONLY = re.compile(r"\b(wgmma\.(?:mma_async|fence|commit_group|wait_group)|setmaxnreg\.(?:inc|dec))")
-SOURCE_SUFFIXES = (".cu", ".cuh")
+SOURCE_SUFFIXES = (".cu", *HEADER_SUFFIXES)
+"""What the CUDA compile path reads (avo.cuda): sources and headers, in subfolders too."""
 
 
 def hopper_only_instructions(seed_dir: Path) -> dict[str, str]:
     """PTX base instruction -> first source file (name) that issues it, over the seed folder's CUDA sources."""
     found: dict[str, str] = {}
-    for path in sorted(Path(seed_dir).iterdir()):
-        if path.suffix not in SOURCE_SUFFIXES:
+    for path in sorted(Path(seed_dir).rglob("*")):
+        if path.suffix not in SOURCE_SUFFIXES or not path.is_file() or "__pycache__" in path.parts:
             continue
         for match in HOPPER_ONLY.finditer(path.read_text(errors="replace")):
-            found.setdefault(match.group(1).split(".")[0], path.name)
+            found.setdefault(match.group(1).split(".")[0], path.relative_to(seed_dir).as_posix())
     return found
 
 

@@ -7,7 +7,6 @@ emits, which an older system CUDA may not, and they run without a GPU.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import Counter
 from pathlib import Path
 
