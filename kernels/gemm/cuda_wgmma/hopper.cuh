@@ -1,6 +1,7 @@
-// Thin wrappers over the Hopper (sm_90a) PTX the kernel uses: mbarriers, TMA tensor copies, wgmma fences and shared-
-// memory matrix descriptors, setmaxnreg. Inline assembly, so the sources need no CUDA header (NVRTC searches no
-// include path of its own, and nvcc compiles them the same way).
+// Thin wrappers over the Hopper (sm_90a) PTX the Hopper seeds use: mbarriers, TMA tensor copies, wgmma fences and
+// shared-memory matrix descriptors, setmaxnreg. Inline assembly, so the sources need no CUDA header (NVRTC searches
+// no include path of its own, and nvcc compiles them the same way). kernels/gemm/cuda_wgmma and
+// kernels/attention/cuda_fa3 carry the same file, since a seed is one self-contained folder.
 #pragma once
 
 // A CUtensorMap as the driver encodes it (avo.cuda.tensor_map builds it on the host); passed by value as a
@@ -48,6 +49,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, uns
         :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_u32(bar)), "r"(x), "r"(y)
         : "memory");
 }
+// The same for a 3-D tensor: x innermost, z outermost (attention's [batch x heads, rows, head dim]).
+__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, unsigned long long* bar, int x, int y,
+                                            int z) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5}], [%2];"
+        :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_u32(bar)), "r"(x), "r"(y),
+        "r"(z) : "memory");
+}
 // One box from shared memory to a 2-D tensor (the part past the tensor's edge is not written); completion is tracked
 // per issuing thread in bulk groups.
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, int x, int y) {
@@ -62,6 +72,10 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 // A barrier for `threads` threads (a multiple of 32) under hardware barrier `id` (1-15; 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+// An arrival on hardware barrier `id` that does not wait: the other `threads` minus 32 x warps sync on it.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 // The same box into the same shared-memory offset of every CTA of the cluster in `cta_mask`; each destination's
 // barrier at `bar`'s offset counts the bytes that land there.
@@ -108,6 +122,12 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+template <int R>
+__device__ __forceinline__ void fence_regs(unsigned (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i]) :: "memory");
+}
+
 // ---- Shared-memory matrix descriptor for a tile that TMA wrote with the 128-byte swizzle: start address, leading
 // and stride byte offsets (all in 16-byte units), swizzle mode 1 (128 B) in bits 62-63. The tile's base must be
 // 1024-byte aligned (one swizzle atom: 8 rows of 128 bytes).
@@ -124,6 +144,13 @@ template <int REGS>
 __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(REGS)); }
 template <int REGS>
 __device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(REGS)); }
+
+// 2^x on the special-function unit (about 2 ulp; -inf gives +0).
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // Two floats rounded to nearest into one bf16x2 / f16x2 word (lo in the low half).
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {

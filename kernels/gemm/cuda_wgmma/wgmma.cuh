@@ -1,6 +1,6 @@
-// wgmma.mma_async wrappers (m64nNk16, fp32 accumulators, A and B from shared memory, B transposed: its
-// rows are K, N contiguous). One overload per N, picked by the size of the accumulator array (N / 2 floats).
-// Written by scripts/gen_wgmma.py; edit that, not this.
+// wgmma.mma_async wrappers (m64nNk16, fp32 accumulators). One overload per N, picked by the size of the
+// accumulator array (N / 2 floats).
+// Written by `python scripts/gen_wgmma.py gemm`; edit that, not this.
 #pragma once
 
 // d (64 x 64, fp32, wgmma's accumulator layout) += A (64 x 16, smem, K-major) * B (16 x 64, smem, N-major);
@@ -90,7 +90,7 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[128], unsigned long long d
 // d (64 x 64, fp32, wgmma's accumulator layout) += A (64 x 16, smem, K-major) * B (16 x 64, smem, N-major);
 // scale_d = 0 overwrites d instead.
 __device__ __forceinline__ void wgmma_f16(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b,
-                                           int scale_d) {
+                                          int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
@@ -105,7 +105,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[32], unsigned long long des
 // d (64 x 128, fp32, wgmma's accumulator layout) += A (64 x 16, smem, K-major) * B (16 x 128, smem, N-major);
 // scale_d = 0 overwrites d instead.
 __device__ __forceinline__ void wgmma_f16(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
-                                           int scale_d) {
+                                          int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
@@ -124,7 +124,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[64], unsigned long long des
 // d (64 x 192, fp32, wgmma's accumulator layout) += A (64 x 16, smem, K-major) * B (16 x 192, smem, N-major);
 // scale_d = 0 overwrites d instead.
 __device__ __forceinline__ void wgmma_f16(float (&d)[96], unsigned long long desc_a, unsigned long long desc_b,
-                                           int scale_d) {
+                                          int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
@@ -147,7 +147,7 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[96], unsigned long long des
 // d (64 x 256, fp32, wgmma's accumulator layout) += A (64 x 16, smem, K-major) * B (16 x 256, smem, N-major);
 // scale_d = 0 overwrites d instead.
 __device__ __forceinline__ void wgmma_f16(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b,
-                                           int scale_d) {
+                                          int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "

@@ -1,0 +1,60 @@
+"""Attention forward in CUDA C++ for Hopper, FlashAttention-3 style: TMA loads, warp-specialized wgmma for both
+matmuls, P fed from registers, ping-pong between two consumer warpgroups, block j's softmax under block j-1's P V.
+Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16.
+
+attention.cu holds the kernel and says why it is fast; this file builds the TMA maps of q, k and v (3-D views
+[B x H, S, D], boxes of 128 or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
+names, and passes the tunables below to the compiler as -D defines.
+"""
+
+import math
+
+import torch
+
+from avo.cuda import load_module, tensor_map
+
+BLOCK_N = 128  # avo: tune 64 96 128 160 176 192
+STAGES = 2  # avo: tune 2 3
+PINGPONG = True  # avo: tune False True
+OVERLAP = True  # avo: tune False True
+ORDER = 1  # avo: tune 0 1 2
+
+BLOCK_M = 128  # query rows per block: 64 per consumer warpgroup (fixed in attention.cu)
+_module = load_module("attention.cu", defines={
+    "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
+})
+_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_SMEM_LIMIT = 227 * 1024
+LOG2E = 1.0 / math.log(2.0)
+
+
+def _smem_bytes(d: int) -> int:
+    """The Q tile, STAGES K tiles and STAGES V tiles, 1 KB to align them to the swizzle atom, 1 KB for barriers."""
+    return (BLOCK_M * d + 2 * STAGES * BLOCK_N * d) * 2 + 2048
+
+
+def attention(q, k, v, causal, sm_scale):
+    """q [B, Hq, S, D], k and v [B, Hkv, S, D] -> o [B, Hq, S, D] in q's dtype."""
+    B, Hq, S, D = q.shape
+    Hkv = k.shape[1]
+    if D not in (64, 128):
+        raise ValueError(f"head dim {D} is not supported: 64 or 128")
+    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k and v must all be bfloat16 or float16; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if Hq % Hkv or tuple(k.shape) != (B, Hkv, S, D) or tuple(v.shape) != (B, Hkv, S, D):
+        raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit attention")
+    smem = _smem_bytes(D)
+    if smem > _SMEM_LIMIT:
+        raise ValueError(f"BLOCK_N={BLOCK_N}, STAGES={STAGES} need {smem} bytes of shared memory at D={D}: "
+                         f"over {_SMEM_LIMIT}")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty((B, Hq, S, D), dtype=q.dtype, device=q.device)
+    map_q = tensor_map(q.view(B * Hq, S, D), box=(1, BLOCK_M, 64))
+    map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
+    map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
+    blocks_m = -(-S // BLOCK_M)
+    grid = (B * Hq, blocks_m) if ORDER == 2 else (blocks_m, B * Hq)
+    _module.launch(f"attention_{_DTYPES[q.dtype]}_d{D}", grid, 384,
+                   (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, float(sm_scale) * LOG2E, int(bool(causal))),
+                   shared_mem=smem)
+    return o
