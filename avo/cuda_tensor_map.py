@@ -76,8 +76,11 @@ def _encode(tensor: Any, box: tuple[int, ...], swizzle: int) -> TensorMap:
     import numpy
     import torch
 
-    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cuda":
+    if not isinstance(tensor, torch.Tensor):
         raise ValueError("tensor_map needs a CUDA tensor")
+    if tensor.device.type != "cuda":  # worded like avo.cuda's launch check: the same mistake, the same message
+        raise ValueError(f"tensor_map needs a CUDA tensor: CUDA kernels need CUDA tensors; got a tensor on "
+                         f"{tensor.device}")
     dims, element = tuple(tensor.shape), tensor.element_size()
     if not 1 <= len(dims) <= 5 or len(box) != len(dims):
         raise ValueError(f"tensor of {len(dims)} dimensions with a box of {len(box)}: both 1 to 5 and equal")

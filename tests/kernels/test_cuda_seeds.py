@@ -21,6 +21,8 @@ SEEDS = {
     ("gemm", "cuda_wgmma"): {"gemm_bf16", "gemm_fp16", "gemm_simple_bf16", "gemm_simple_fp16"},
     ("attention", "cuda_fa"): {"attention_bf16_d64", "attention_bf16_d128", "attention_fp16_d64",
                                "attention_fp16_d128"},
+    ("attention", "cuda_fa3"): {"attention_bf16_d64", "attention_bf16_d128", "attention_fp16_d64",
+                                "attention_fp16_d128"},
 }
 TUNE_MARKER = re.compile(r"^([A-Z_]+) = (\S+)  # avo: tune (.+)$", re.M)
 
@@ -49,8 +51,11 @@ def test_seed_compiles_with_nvrtc_for_hopper(task_name, seed):
     assert module.compile("sm_90a")[:4] == b"\x7fELF"
 
 
-HOPPER_SEEDS = {("gemm", "cuda_wgmma"): ("gemm_bf16", "gemm_fp16")}
-"""Seeds built on sm_90a's own instructions, and their kernels that must use them."""
+HOPPER_SEEDS = {
+    ("gemm", "cuda_wgmma"): (("gemm_bf16", "gemm_fp16"), ("HGMMA", "UTMALDG", "UTMASTG")),
+    ("attention", "cuda_fa3"): (SEEDS[("attention", "cuda_fa3")], ("HGMMA", "UTMALDG")),
+}
+"""Seeds built on sm_90a's own instructions: their kernels that must use them, and the instructions."""
 
 
 @needs.nvrtc
@@ -62,9 +67,10 @@ def test_hopper_seed_uses_wgmma_and_tma_without_local_memory(task_name, seed, tm
     cubin = tmp_path / "seed.cubin"
     cubin.write_bytes(module.compile("sm_90a"))
     functions = split_sass_functions(sass_text(cubin))
-    for name in HOPPER_SEEDS[(task_name, seed)]:
+    names, required = HOPPER_SEEDS[(task_name, seed)]
+    for name in names:
         ops = sass_histogram(functions[name])
-        assert ops["HGMMA"] > 0 and ops["UTMALDG"] > 0 and ops["UTMASTG"] > 0, (name, ops.most_common(12))
+        assert all(ops[op] > 0 for op in required), (name, ops.most_common(12))
         assert ops["USETMAXREG"] >= 2, f"{name}: no register budgets per role (setmaxnreg)"
         assert ops["LDL"] == ops["STL"] == 0, f"{name} uses local memory"
 

@@ -13,6 +13,8 @@
 //     softmax runs while P V is still on the tensor cores;
 //   - PINGPONG: the two consumer warpgroups take turns issuing their matmuls (two named barriers pass a token), so
 //     one's softmax (exp2 on the special-function units) runs under the other's matmuls;
+//   - PERSISTENT (non-causal): one block per SM walks the tiles, and the producer loads the next tile's Q and first
+//     K/V blocks while the consumers finish the last one (its final P V and the stores of O);
 //   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 2 starts
 //     the heaviest query blocks of every head first (ORDER = 1: heaviest first within a head, heads in order);
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies.
@@ -78,7 +80,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
                                          const unsigned char* sv) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) mma_rs<FP16, D>(o, p[kk], smem_desc(sv + kk * 16 * BOX_ROW, KV_BOX, 1024));
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+        mma_rs<FP16, D>(o, p[kk], smem_desc(sv + kk * 16 * BOX_ROW, KV_BOX, 1024));
     wgmma_commit();
 }
 
@@ -163,18 +166,115 @@ __device__ __forceinline__ void token_pass(int c, bool last) {
     }
 }
 
-// A consumer warpgroup: 64 query rows against every K/V block the producer brings, then O / l to global memory.
+// The shared-memory layout and the barriers both roles walk: Q (one tile), then STAGES K tiles and STAGES V tiles.
+template <int D>
+struct Smem {
+    static constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2;
+    unsigned char *q, *k, *v;
+    unsigned long long *full_k, *full_v, *empty_k, *empty_v, *full_q, *empty_q;
+    __device__ __forceinline__ explicit Smem(unsigned char* raw) {
+        q = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
+        k = q + Q_BYTES;
+        v = k + STAGES * KV_BYTES;
+        full_k = reinterpret_cast<unsigned long long*>(v + STAGES * KV_BYTES);
+        full_v = full_k + STAGES;
+        empty_k = full_v + STAGES;
+        empty_v = empty_k + STAGES;
+        full_q = empty_v + STAGES;
+        empty_q = full_q + 1;
+    }
+};
+
+// A ring position: slot and the parity of its current use.
+struct Ring {
+    int stage = 0, phase = 0;
+    __device__ __forceinline__ void advance() {
+        if (++stage == STAGES) { stage = 0; phase ^= 1; }
+    }
+};
+
+// Work tile `tile` of `tiles` = (B x Hq) x num_m: ORDER 0 and 1 walk a head's query blocks together (its K and V stay
+// in L2), 1 from the heaviest (causal: the last rows see the most keys); 2 takes every head's heaviest block first.
+struct Tile {
+    int m_block, bh, n_blocks;
+    __device__ __forceinline__ Tile(int tile, int num_m, int heads, int S, bool causal) {
+        if (ORDER == 2) {
+            bh = tile % heads;
+            m_block = num_m - 1 - tile / heads;
+        } else {
+            bh = tile / num_m;
+            m_block = ORDER == 1 ? num_m - 1 - tile % num_m : tile % num_m;
+        }
+        const int kv_end = causal ? min(S, (m_block + 1) * BLOCK_M) : S;
+        n_blocks = (kv_end + BLOCK_N - 1) / BLOCK_N;
+    }
+};
+
+// The producer (one thread): per tile, Q once the consumers are done with the last one, then K and V of every block
+// into the ring, as far ahead as the ring's free slots allow.
+template <int D>
+__device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_q, const TensorMap* map_k,
+                                        const TensorMap* map_v, int S, int Hq, int group, int heads, bool causal) {
+    const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+    Ring ring;
+    int q_phase = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const Tile w(tile, num_m, heads, S, causal);
+        const int bkv = (w.bh / Hq) * (Hq / group) + (w.bh % Hq) / group;  // the query head's kv head
+        mbar_wait(sm.empty_q, q_phase ^ 1);
+        mbar_arrive_expect_tx(sm.full_q, Smem<D>::Q_BYTES);
+#pragma unroll
+        for (int b = 0; b < D / 64; ++b)
+            tma_load_3d(sm.q + b * Q_BOX, map_q, sm.full_q, b * 64, w.m_block * BLOCK_M, w.bh);
+        q_phase ^= 1;
+        for (int j = 0; j < w.n_blocks; ++j) {
+            const int st = ring.stage, offset = st * Smem<D>::KV_BYTES;
+            mbar_wait(&sm.empty_k[st], ring.phase ^ 1);
+            mbar_arrive_expect_tx(&sm.full_k[st], Smem<D>::KV_BYTES);
+#pragma unroll
+            for (int b = 0; b < D / 64; ++b)
+                tma_load_3d(sm.k + offset + b * KV_BOX, map_k, &sm.full_k[st], b * 64, j * BLOCK_N, bkv);
+            mbar_wait(&sm.empty_v[st], ring.phase ^ 1);
+            mbar_arrive_expect_tx(&sm.full_v[st], Smem<D>::KV_BYTES);
+#pragma unroll
+            for (int b = 0; b < D / 64; ++b)
+                tma_load_3d(sm.v + offset + b * KV_BOX, map_v, &sm.full_v[st], b * 64, j * BLOCK_N, bkv);
+            ring.advance();
+        }
+    }
+}
+
+// O / l for this thread's two rows, those inside S, straight from the registers (the quad's partial row sums first).
 template <bool FP16, int D>
-__device__ __forceinline__ void consume(const unsigned char* sq, const unsigned char* sk, const unsigned char* sv,
-                                        unsigned long long* full_k, unsigned long long* full_v,
-                                        unsigned long long* empty_k, unsigned long long* empty_v,
-                                        unsigned long long* full_q, unsigned short* O, int S, int bh, int m_block,
-                                        int n_blocks, float scale, bool causal) {
-    constexpr int KV_BYTES = D * BLOCK_N * 2;
+__device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], unsigned short* O, int S, int bh,
+                                        int row0) {
+    const int col = (threadIdx.x % 4) * 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        const float inv = 1.f / l[h];
+        const int row = row0 + h * 8;
+        if (row >= S) continue;
+        unsigned short* out = O + (static_cast<long long>(bh) * S + row) * D + col;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const float lo = o[j * 4 + h * 2] * inv, hi = o[j * 4 + h * 2 + 1] * inv;
+            *reinterpret_cast<unsigned*>(out + j * 8) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+        }
+    }
+}
+
+// One consumer warpgroup on one tile: its 64 query rows against every K/V block, then O to global memory. Q goes back
+// to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
+template <bool FP16, int D>
+__device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int q_phase, const Tile& w,
+                                             unsigned short* O, int S, float scale, bool causal) {
+    constexpr int KV_BYTES = Smem<D>::KV_BYTES;
     const int c = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
-    const int row0 = m_block * BLOCK_M + c * 64 + (t / 32) * 16 + (t % 32) / 4;  // this thread's rows: row0, row0 + 8
-    const int wg_first_row = m_block * BLOCK_M + c * 64;
-    const unsigned char* q = sq + c * 64 * BOX_ROW;
+    const int wg_first_row = w.m_block * BLOCK_M + c * 64;
+    const int row0 = wg_first_row + (t / 32) * 16 + (t % 32) / 4;  // this thread's rows: row0 and row0 + 8
+    const unsigned char* q = sm.q + c * 64 * BOX_ROW;
     float o[D / 2], s[BLOCK_N / 2], m[2], l[2], alpha[2];
     unsigned p[BLOCK_N / 16][4];
 #pragma unroll
@@ -182,7 +282,7 @@ __device__ __forceinline__ void consume(const unsigned char* sq, const unsigned 
     m[0] = m[1] = __int_as_float(0xff800000);
     l[0] = l[1] = 0.f;
     if (PINGPONG && c == 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
-    mbar_wait(full_q, 0);
+    mbar_wait(sm.full_q, q_phase);
 
     auto needs_mask = [&](int j) {
         const int key0 = j * BLOCK_N;
@@ -192,121 +292,90 @@ __device__ __forceinline__ void consume(const unsigned char* sq, const unsigned 
         if (t == 0) mbar_arrive(bar);
     };
 
-    int stage = 0, phase = 0;
     if constexpr (OVERLAP) {
-        mbar_wait(&full_k[0], 0);
+        mbar_wait(&sm.full_k[ring.stage], ring.phase);
         token_wait(c);
-        issue_qk<FP16, D>(s, q, sk);
+        issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
         token_pass(c, false);
         wgmma_wait<0>();
         fence_regs(s);
-        release(&empty_k[0]);
+        release(&sm.empty_k[ring.stage]);
         softmax(s, m, l, alpha, scale, needs_mask(0), 0, row0, S, causal);
         to_p<FP16>(s, p);
-        int prev = 0, prev_phase = 0;
-        if (++stage == STAGES) { stage = 0; phase ^= 1; }
-        for (int j = 1; j < n_blocks; ++j) {
-            mbar_wait(&full_k[stage], phase);
-            mbar_wait(&full_v[prev], prev_phase);
+        Ring prev = ring;
+        ring.advance();
+        for (int j = 1; j < w.n_blocks; ++j) {
+            mbar_wait(&sm.full_k[ring.stage], ring.phase);
+            mbar_wait(&sm.full_v[prev.stage], prev.phase);
             token_wait(c);
-            issue_qk<FP16, D>(s, q, sk + stage * KV_BYTES);
-            issue_pv<FP16, D>(o, p, sv + prev * KV_BYTES);
+            issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
+            issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
             token_pass(c, false);
             wgmma_wait<1>();
             fence_regs(s);
-            release(&empty_k[stage]);
+            release(&sm.empty_k[ring.stage]);
             softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
             wgmma_wait<0>();
             fence_regs(o);
             fence_p(p);
-            release(&empty_v[prev]);
+            release(&sm.empty_v[prev.stage]);
             rescale<D>(o, alpha);
             to_p<FP16>(s, p);
-            prev = stage;
-            prev_phase = phase;
-            if (++stage == STAGES) { stage = 0; phase ^= 1; }
+            prev = ring;
+            ring.advance();
         }
-        mbar_wait(&full_v[prev], prev_phase);
+        release(sm.empty_q);
+        mbar_wait(&sm.full_v[prev.stage], prev.phase);
         token_wait(c);
-        issue_pv<FP16, D>(o, p, sv + prev * KV_BYTES);
+        issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
         token_pass(c, true);
         wgmma_wait<0>();
         fence_regs(o);
         fence_p(p);
-        release(&empty_v[prev]);
+        release(&sm.empty_v[prev.stage]);
     } else {
-        for (int j = 0; j < n_blocks; ++j) {
-            mbar_wait(&full_k[stage], phase);
+        for (int j = 0; j < w.n_blocks; ++j) {
+            mbar_wait(&sm.full_k[ring.stage], ring.phase);
             token_wait(c);
-            issue_qk<FP16, D>(s, q, sk + stage * KV_BYTES);
+            issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
             token_pass(c, false);
             wgmma_wait<0>();
             fence_regs(s);
-            release(&empty_k[stage]);
+            release(&sm.empty_k[ring.stage]);
+            if (j == w.n_blocks - 1) release(sm.empty_q);
             softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
             rescale<D>(o, alpha);
             to_p<FP16>(s, p);
-            mbar_wait(&full_v[stage], phase);
+            mbar_wait(&sm.full_v[ring.stage], ring.phase);
             token_wait(c);
-            issue_pv<FP16, D>(o, p, sv + stage * KV_BYTES);
-            token_pass(c, j == n_blocks - 1);
+            issue_pv<FP16, D>(o, p, sm.v + ring.stage * KV_BYTES);
+            token_pass(c, j == w.n_blocks - 1);
             wgmma_wait<0>();
             fence_regs(o);
             fence_p(p);
-            release(&empty_v[stage]);
-            if (++stage == STAGES) { stage = 0; phase ^= 1; }
+            release(&sm.empty_v[ring.stage]);
+            ring.advance();
         }
     }
-
-    // The quad's partial row sums, then O / l for the rows inside S.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
-        l[h] = 1.f / l[h];
-    }
-    const int col = (t % 4) * 2;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int row = row0 + h * 8;
-        if (row >= S) continue;
-        unsigned short* out = O + (static_cast<long long>(bh) * S + row) * D + col;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            const float lo = o[j * 4 + h * 2] * l[h], hi = o[j * 4 + h * 2 + 1] * l[h];
-            *reinterpret_cast<unsigned*>(out + j * 8) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
-        }
-    }
+    store_o<FP16, D>(o, l, O, S, w.bh, row0);
 }
 
+// One block per tile, or (kernel.py's PERSISTENT, non-causal) one block per SM walking tiles gridDim.x apart.
 template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
-                                               unsigned short* O, int S, int Hq, int group, float scale,
+                                               unsigned short* O, int S, int Hq, int group, int heads, float scale,
                                                bool causal) {
-    constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2;
     extern __shared__ unsigned char smem_raw[];
-    unsigned char* sq = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    unsigned char* sk = sq + Q_BYTES;
-    unsigned char* sv = sk + STAGES * KV_BYTES;
-    unsigned long long* bars = reinterpret_cast<unsigned long long*>(sv + STAGES * KV_BYTES);
-    unsigned long long *full_k = bars, *full_v = bars + STAGES, *empty_k = bars + 2 * STAGES,
-                       *empty_v = bars + 3 * STAGES, *full_q = bars + 4 * STAGES;
-
-    const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
-    const int m_block = ORDER == 0 ? blockIdx.x : ORDER == 1 ? num_m - 1 - blockIdx.x : num_m - 1 - blockIdx.y;
-    const int bh = ORDER == 2 ? blockIdx.x : blockIdx.y;               // batch * Hq + query head
-    const int bkv = (bh / Hq) * (Hq / group) + (bh % Hq) / group;     // its kv head
-    const int kv_end = causal ? min(S, (m_block + 1) * BLOCK_M) : S;
-    const int n_blocks = (kv_end + BLOCK_N - 1) / BLOCK_N;
-
+    const Smem<D> sm(smem_raw);
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
-            mbar_init(&full_k[i], 1);
-            mbar_init(&full_v[i], 1);
-            mbar_init(&empty_k[i], 2);
-            mbar_init(&empty_v[i], 2);
+            mbar_init(&sm.full_k[i], 1);
+            mbar_init(&sm.full_v[i], 1);
+            mbar_init(&sm.empty_k[i], 2);  // one arrival per consumer warpgroup
+            mbar_init(&sm.empty_v[i], 2);
         }
-        mbar_init(full_q, 1);
+        mbar_init(sm.full_q, 1);
+        mbar_init(sm.empty_q, 2);
         mbar_fence_init();
     }
     __syncthreads();
@@ -317,37 +386,26 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             tma_prefetch_map(map_q);
             tma_prefetch_map(map_k);
             tma_prefetch_map(map_v);
-            mbar_arrive_expect_tx(full_q, Q_BYTES);
-#pragma unroll
-            for (int b = 0; b < D / 64; ++b) tma_load_3d(sq + b * Q_BOX, map_q, full_q, b * 64, m_block * BLOCK_M, bh);
-            int stage = 0, phase = 0;
-            for (int j = 0; j < n_blocks; ++j) {
-                mbar_wait(&empty_k[stage], phase ^ 1);
-                mbar_arrive_expect_tx(&full_k[stage], KV_BYTES);
-#pragma unroll
-                for (int b = 0; b < D / 64; ++b)
-                    tma_load_3d(sk + stage * KV_BYTES + b * KV_BOX, map_k, &full_k[stage], b * 64, j * BLOCK_N, bkv);
-                mbar_wait(&empty_v[stage], phase ^ 1);
-                mbar_arrive_expect_tx(&full_v[stage], KV_BYTES);
-#pragma unroll
-                for (int b = 0; b < D / 64; ++b)
-                    tma_load_3d(sv + stage * KV_BYTES + b * KV_BOX, map_v, &full_v[stage], b * 64, j * BLOCK_N, bkv);
-                if (++stage == STAGES) { stage = 0; phase ^= 1; }
-            }
+            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal);
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
-        consume<FP16, D>(sq, sk, sv, full_k, full_v, empty_k, empty_v, full_q, O, S, bh, m_block, n_blocks, scale,
-                         causal);
+        const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+        Ring ring;
+        int q_phase = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            consume_tile<FP16, D>(sm, ring, q_phase, Tile(tile, num_m, heads, S, causal), O, S, scale, causal);
+            q_phase ^= 1;
+        }
     }
 }
 
 #define ATTENTION_KERNEL(NAME, FP16, D)                                                                           \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                     \
     NAME(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,                       \
-         const __grid_constant__ TensorMap map_v, unsigned short* O, int S, int Hq, int group, float scale,      \
-         int causal) {                                                                                           \
-        attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, scale, causal != 0);                    \
+         const __grid_constant__ TensorMap map_v, unsigned short* O, int S, int Hq, int group, int heads,        \
+         float scale, int causal) {                                                                              \
+        attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, heads, scale, causal != 0);             \
     }
 
 ATTENTION_KERNEL(attention_bf16_d64, false, 64)

@@ -4,7 +4,8 @@ Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16
 
 attention.cu holds the kernel and says why it is fast; this file builds the TMA maps of q, k and v (3-D views
 [B x H, S, D], boxes of 128 or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
-names, and passes the tunables below to the compiler as -D defines.
+names (one block per SM when PERSISTENT and not causal, else one per tile), and passes the tunables below to the
+compiler as -D defines.
 """
 
 import math
@@ -13,19 +14,28 @@ import torch
 
 from avo.cuda import load_module, tensor_map
 
-BLOCK_N = 128  # avo: tune 64 96 128 160 176 192
+BLOCK_N = 192  # avo: tune 64 96 128 160 176 192
 STAGES = 2  # avo: tune 2 3
 PINGPONG = True  # avo: tune False True
 OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
+PERSISTENT = True  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block: 64 per consumer warpgroup (fixed in attention.cu)
 _module = load_module("attention.cu", defines={
     "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
+    "PERSISTENT": PERSISTENT,
 })
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _SMEM_LIMIT = 227 * 1024
 LOG2E = 1.0 / math.log(2.0)
+_SMS: dict = {}
+
+
+def _sm_count(device) -> int:
+    if device not in _SMS:
+        _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device]
 
 
 def _smem_bytes(d: int) -> int:
@@ -52,9 +62,11 @@ def attention(q, k, v, causal, sm_scale):
     map_q = tensor_map(q.view(B * Hq, S, D), box=(1, BLOCK_M, 64))
     map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
     map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
-    blocks_m = -(-S // BLOCK_M)
-    grid = (B * Hq, blocks_m) if ORDER == 2 else (blocks_m, B * Hq)
+    # Tiles of 128 query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs as
+    # they free up, which balances them better than a fixed split; equal non-causal tiles gain from a persistent grid.
+    tiles = -(-S // BLOCK_M) * B * Hq
+    grid = min(tiles, _sm_count(q.device)) if PERSISTENT and not causal else tiles
     _module.launch(f"attention_{_DTYPES[q.dtype]}_d{D}", grid, 384,
-                   (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, float(sm_scale) * LOG2E, int(bool(causal))),
+                   (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E, int(bool(causal))),
                    shared_mem=smem)
     return o
