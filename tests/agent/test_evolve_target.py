@@ -67,13 +67,18 @@ def test_b200_named_on_a_machine_without_a_gpu_is_refused(tmp_path, fake, capsys
     assert not list_runs(tmp_path / "runs")
 
 
-def test_the_wgmma_seed_is_accepted_on_hopper_and_the_other_seeds_on_b200():
-    check_seed_for_gpu(KERNELS / "gemm" / "cuda_wgmma", PROFILES["h200"])
+HOPPER_ONLY = {"cuda_wgmma", "cuda_fa3"}
+"""The seeds built on wgmma and setmaxnreg."""
+
+
+def test_the_wgmma_seeds_are_accepted_on_hopper_and_the_other_seeds_on_b200():
     for seed in sorted(KERNELS.glob("*/*")):
-        if seed.name != "cuda_wgmma":
+        if seed.name in HOPPER_ONLY:
+            check_seed_for_gpu(seed, PROFILES["h200"])
+            with pytest.raises(UserError, match="sm_100a"):
+                check_seed_for_gpu(seed, PROFILES["b200"])
+        else:
             check_seed_for_gpu(seed, PROFILES["b200"])  # mma.sync, cp.async and TMA run on sm_100a too
-    with pytest.raises(UserError):
-        check_seed_for_gpu(KERNELS / "gemm" / "cuda_wgmma", PROFILES["b200"])
 
 
 def test_only_issued_instructions_count_not_their_names_in_comments(tmp_path):

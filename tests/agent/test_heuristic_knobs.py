@@ -154,3 +154,27 @@ def test_an_epilogue_split_frees_shared_memory_for_another_stage():
     assert shape.roles["epilogue_split"] == "EPILOGUE_SPLIT" and infeasible(shape, point) is None
     assert "shared memory" in infeasible(shape, dict(point, NUM_STAGES=4))
     assert infeasible(shape, dict(point, NUM_STAGES=4, EPILOGUE_SPLIT=2)) is None
+
+
+def test_the_fa3_attention_seed_is_read_as_warp_specialized():
+    """cuda_fa3 keeps every K/V stage resident (a producer fills the ring), gives its consumers 240 registers, and
+    its ORDER, OVERLAP and PINGPONG knobs carry the priors measured on the H200 (each one off, or ORDER 2, lost)."""
+    from avo.agent.heuristic.rules import accumulator_registers, estimate, fixed_roles
+
+    text = (KERNELS / "attention/cuda_fa3/kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="attention", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    point = point_of(knobs)
+    assert shape.fixed == {"bm": 128, "consumers": 2}
+    assert shape.roles["bn"] == "BLOCK_N" and shape.roles["order"] == "ORDER"
+    assert smem_bytes(shape, point) == (128 * 128 + 2 * 2 * 192 * 128) * 2  # kernel.py's figure, less its 2 KB
+    assert accumulator_registers(shape, point) == 160 and infeasible(shape, point) is None
+    assert "shared memory" in infeasible(shape, dict(point, STAGES=3))
+    assert infeasible(shape, dict(point, STAGES=3, BLOCK_N=128)) is None
+    by_name = {k.name: k for k in knobs}
+    for change, words in (({"OVERLAP": False}, "OVERLAP off"), ({"PINGPONG": False}, "PINGPONG off"),
+                          ({"ORDER": 2}, "K/V leave L2"), ({"BLOCK_N": 128}, "K/V reloads")):
+        guess = estimate(shape, by_name, point, dict(point, **change), None)
+        assert guess.gain < 0 and words in guess.reason, (change, guess)
+    on = estimate(shape, by_name, dict(point, OVERLAP=False), point, None)
+    assert on.gain > 0 and "softmax runs while" in on.reason

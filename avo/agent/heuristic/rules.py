@@ -28,6 +28,7 @@ _ROLE_PATTERNS = {
     "consumers": r"consumers|consumer_warpgroups|mma_warpgroups",
     "epilogue_split": r"epilogue_(split|subtiles?)",
     "cluster": r"cluster(_size)?(_m|_n)?",
+    "order": r"(tile_)?order|schedule",
 }
 _CONSTANT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.M)
 
@@ -139,7 +140,10 @@ def smem_bytes(shape: Shape, point: Point) -> int:
     """Shared memory the software pipeline needs: one buffer of every streamed operand tile per stage."""
     bm, bn, bk, _, stages = tile(shape, point)
     d = shape.get(point, "head_dim", shape.head_dim)
-    if shape.kind == "attention":
+    if shape.kind == "attention" and "consumers" in shape.fixed:
+        # Warp-specialized (a producer fills a ring of K and V tiles on barriers): every stage is resident.
+        elements = bm * d + 2 * bn * d * stages
+    elif shape.kind == "attention":
         # Q stays resident; K and V blocks are multi-buffered (the last stage overlaps the consumer).
         elements = bm * d + 2 * bn * d * max(stages - 1, 1)
     else:
@@ -170,12 +174,14 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     return None
 
 
-_FLAG_PRIORS = (("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
+_FLAG_PRIORS = (("overlap", 1.08), ("pingpong", 1.03), ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
                 ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
                 ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
 _FLAG_WHY = {  # first matching substring wins, so the longer names come first
     "tma_store": "the copy engine stores C from shared memory while the warps start the next tile's wgmma",
+    "overlap": "block j's softmax runs while block j-1's P V is still on the tensor cores",
+    "pingpong": "the two consumer warpgroups take turns on the tensor cores: one's softmax under the other's matmuls",
     "exp2": "one ex2 per score with log2(e) folded into the scale, instead of exp's extra multiply",
     "mask_split": "only the key blocks on the diagonal or the sequence end pay for masks",
     "causal_split": "only the key blocks on the diagonal pay for the causal mask",
@@ -196,8 +202,15 @@ def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[
     regs = accumulator_registers(shape, point)
     if shape.kind == "attention":
         factors["tile"] = _table({16: .5, 32: .65, 64: .82, 128: 1.0, 256: .88}, bm) * \
-            _table({16: .7, 32: .85, 64: .97, 128: 1.0, 256: .9}, bn)
-        factors["pipeline"] = _table({1: .8, 2: .95, 3: 1.0, 4: .99, 5: .97}, stages)
+            _table({16: .7, 32: .85, 64: .97, 128: 1.0, 192: 1.02, 256: .9}, bn)
+        # A producer warpgroup keeps a warp-specialized ring full from 2 stages on (3 measured 1-2% slower on the
+        # H200); software-pipelined kernels want 3.
+        pipeline = {1: .8, 2: 1.0, 3: .99, 4: .98} if "consumers" in shape.fixed else {1: .8, 2: .95, 3: 1.0, 4: .99,
+                                                                                         5: .97}
+        factors["pipeline"] = _table(pipeline, stages)
+        if "order" in shape.roles:
+            # 1: a head's query blocks together, heaviest first; 2: every head's heaviest first (K/V leave L2).
+            factors["order"] = _table({0: .99, 1: 1.0, 2: .93}, shape.get(point, "order", 1))
     else:
         intensity = bm * bn / (bm + bn)
         # wgmma's N extent reaches 256 while M is split across warpgroups: at equal area, wider N is cheaper.
@@ -213,7 +226,10 @@ def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[
         if "epilogue_split" in shape.roles:
             # Slices cost a little extra store work; their gain is the shared memory they free (see infeasible).
             factors["epilogue"] = _table({1: 1.0, 2: .995, 4: .985}, shape.get(point, "epilogue_split", 1))
-    factors["registers"] = 1.0 if regs <= 128 else .9 if regs <= 160 else .6
+    # setmaxnreg gives a warp-specialized kernel's consumers 240 registers; others have about 128 for accumulators.
+    roomy = shape.kind == "attention" and "consumers" in shape.fixed
+    limit = 160 if roomy else 128
+    factors["registers"] = 1.0 if regs <= limit else .9 if regs <= limit + 32 else .6
     big_tile = bm * bn >= 128 * 128 or (shape.kind == "attention" and bm >= 128)
     # Hopper's tensor-core instructions are issued by a warpgroup of 4 warps; big tiles want two of them.
     factors["warpgroups"] = (1.0 if warps >= 8 else .95) if big_tile else (1.0 if warps == 4 else .97)
@@ -325,6 +341,11 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
     if key == "epilogue":
         return f"C stored in {shape.get(new, 'epilogue_split', 1)} slices: " + (
             "fewer, larger TMA stores" if better else "a smaller staging buffer frees shared memory for stages")
+    if key == "order":
+        value = shape.get(new, "order", 1)
+        return {0: "query blocks of a head in ascending order", 1: "a head's query blocks together, heaviest "
+                "first: its K and V stay in L2", 2: "every head's heaviest block first: better balance, but a wave "
+                "spans many heads and K/V leave L2"}.get(value, f"tile order {value}")
     if key == "l2_order":
         return "grouped tile order reuses A and B in L2" if better else "plain row-major tile order"
     return key

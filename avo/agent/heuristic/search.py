@@ -137,6 +137,8 @@ class Search:
         return list(moves.values())
 
     def _presets(self) -> list[Move]:
+        if "consumers" in self.shape.fixed:
+            return []  # the presets are tiles of plain Triton kernels; a warp-specialized seed ships measured ones
         moves = []
         presets = blackwell.PRESETS if blackwell.is_blackwell(self.shape.arch) else PRESETS
         for label, targets in presets.get(self.shape.kind, []):

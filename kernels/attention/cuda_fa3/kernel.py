@@ -22,6 +22,7 @@ ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block: 64 per consumer warpgroup (fixed in attention.cu)
+CONSUMERS = 2  # consumer warpgroups per block; a producer warpgroup comes on top (fixed in attention.cu)
 _module = load_module("attention.cu", defines={
     "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
     "PERSISTENT": PERSISTENT,
