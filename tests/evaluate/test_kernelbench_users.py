@@ -1,7 +1,8 @@
 """Real KernelBench problems (examples/kernelbench/problems/, from the public repository) with ModelNews written the way
 its users write them: Model's nn layers kept in `__init__` as parameter holders, read in a Triton kernel. Each
 passes under the interpreter; cheating twins (the holder called in forward; called through an alias) are rejected
-under ops=strict, and the first is allowed under `--ops partial`."""
+under ops=strict, and the first is allowed under `--ops partial`. An imprecise twin (TF32 operands, truncated as the
+H200 does) fails the check suite's scaled inputs, where before only a timed call's output showed it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ EXPECTED = {
     ("12_Gemm_Multiply_LeakyReLU_layer_called", "12_Gemm_Multiply_LeakyReLU", ""):
         ("rejected", "static.library_call", "kernel.py:29 calls self.gemm, a torch.nn.Linear"),
     ("40_LayerNorm_aliased", "40_LayerNorm", ""): ("rejected", "runtime.library_op", "aten.native_layer_norm"),
+    ("9_Matmul_Subtract_Multiply_ReLU_tf32", "9_Matmul_Subtract_Multiply_ReLU", ""):
+        ("incorrect", "check.mismatch", "(inputs scaled by 2): relative error"),
 }
 
 
@@ -105,6 +108,14 @@ def test_cheating_twins(verdicts, key):
     assert (result.status, result.rule) == (status, rule), result.message
     assert phrase in result.message
     assert result.ops == "strict"
+
+
+def test_the_check_suite_spans_the_timed_inputs_scales(verdicts):
+    """Case 0 as drawn, then the top and bottom of the range timed calls' inputs are scaled over (0.5 to 2)."""
+    result = verdicts[("9_Matmul_Subtract_Multiply_ReLU_tf32", "9_Matmul_Subtract_Multiply_ReLU", "")]
+    assert [c.input_scale for c in result.cases] == [1.0, 2.0, 0.5]
+    # As drawn (seed 11) no output passes the threshold: zeros against zeros, error 0, the check the GPU run had.
+    assert [c.correct for c in result.cases] == [True, False, True] and result.cases[0].rel_err == 0.0
 
 
 def test_the_layer_called_twin_passes_under_ops_partial_and_says_so(capsys):
