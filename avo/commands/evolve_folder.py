@@ -90,8 +90,9 @@ def row_of_run(problem: str, run) -> sweep.Row:
     result = run.load_eval(best) if best else None
     if result is None:
         base = run.load_eval(run.lineage.baseline) if run.lineage.baseline else None
-        reason = info.get("reason") or (base.summary() if base else "no candidate evaluated")
-        return sweep.Row(problem, info.get("state", "failed"), reason=str(reason)[:300], run=run.id)
+        reason = info.get("reason") or (f"{base.status}: {sweep.reason_of(base)}" if base else "no candidate evaluated")
+        return sweep.Row(problem, info.get("state", "failed"), reason=str(reason)[:400],
+                         message=base.message if base else "", run=run.id)
     timed = result.timing_source != "none"
     row = sweep.row_of(problem, result, timed)
     row.run = run.id

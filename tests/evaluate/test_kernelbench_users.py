@@ -89,7 +89,8 @@ def test_the_folder_sweep_scores_every_problem_and_keeps_going(sweep):
     for stem in STEMS:
         assert (rows[stem]["status"], rows[stem]["correct"]) == ("correct", True), rows[stem]["reason"]
         assert rows[stem]["fitness"] > 0 and rows[stem]["extra"] == {"timing_source": "interpreter", "ops": "strict"}
-    assert rows["7_Broken"]["status"] == "load_error"
+        assert rows[stem]["evals"]["eager"]["status"] == "correct" and rows[stem]["evals"]["eager"]["cases"]
+    assert rows["7_Broken"]["status"] == "load_error" and rows["7_Broken"]["evals"] == {}
     assert "importing it failed: RuntimeError: broken on purpose" in rows["7_Broken"]["reason"]
     assert rows["30_Unsolved"]["status"] == "missing"
     assert "30_Unsolved/kernel.py does not exist" in rows["30_Unsolved"]["reason"]
