@@ -48,16 +48,19 @@ def check_candidate(ctx: Any, cand: Any, forbidden: frozenset[str]) -> None:
     with stage(cand.result.stage_s, "check"):
         for i, case in enumerate(task.cases(ctx.check_suite)):
             ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
+            scale = check_scale(i)
             inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
+            if scale != 1.0:  # rebound: the unscaled copy is freed (a KernelBench input set can be gigabytes)
+                inputs = scaled(inputs, [scale] * len(inputs))
             cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite,
-                                                scale=check_scale(i)))
+                                                scale=scale))
         cand.sentinel.verify("check")
 
 
 def check_case(ctx: Any, cand: Any, case: Any, inputs: tuple, forbidden: frozenset[str],
                suite: str, ref: Any = None, scale: float = 1.0) -> CaseResult:
-    """One watched call on `inputs` (floating ones times `scale`), compared with `ref` (given for unscaled inputs;
-    default: the task's exact reference on the inputs called)."""
+    """One watched call on `inputs` (drawn, then scaled by `scale`, which the row records), compared with `ref`
+    (default: the task's exact reference on them)."""
     from avo.evaluate import guards
     from avo.evaluate.worker import classify
 
@@ -65,8 +68,6 @@ def check_case(ctx: Any, cand: Any, case: Any, inputs: tuple, forbidden: frozens
     tolerance = task.tolerance(case.dtype)
     row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance, input_scale=scale)
     label = case.name if scale == 1.0 else f"{case.name} (inputs scaled by {scale:g})"
-    if scale != 1.0:
-        inputs, ref = scaled(inputs, [scale] * len(inputs)), None
     if ref is None:
         ref = task.reference(*inputs)
     before = guards.fingerprint(inputs)
