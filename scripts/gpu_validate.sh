@@ -130,7 +130,9 @@ PY
 step_kernelbench_evolve() {
   local dir=/tmp/kb-evolve runs=/tmp/avo-kb-runs per="$OUT/kernelbench_evolve"
   rm -rf "$dir"; mkdir -p "$dir" "$per"
-  cp examples/kernelbench/problems/${KB_EVOLVE_A:-23_Softmax}.py examples/kernelbench/problems/${KB_EVOLVE_B:-12_Gemm_Multiply_LeakyReLU}.py "$dir"
+  for stem in "${KB_EVOLVE_A:-23_Softmax}" "${KB_EVOLVE_B:-12_Gemm_Multiply_LeakyReLU}"; do
+    cp "examples/kernelbench/problems/$stem.py" "$dir"
+  done
   avo evolve --kernel "$dir" --seed-kernel examples/kernelbench/solutions --agent heuristic --seed 0 \
     --hours-per-problem "${KB_EVOLVE_HOURS:-0.1}" --max-candidates "${KB_EVOLVE_CANDIDATES:-10}" --sweep-id kb \
     --runs-dir "$runs" --quiet 2>&1 | tee "$OUT/kernelbench_evolve.log" | tail -30
