@@ -120,7 +120,8 @@ for row in data["rows"]:
         print(f"--- {row['problem']}: {row['status']}\n{row['message'] or row['reason']}")
 PY
   timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
-    tests/tasks/test_kernelbench_models.py tests/evaluate/test_kernelbench_eval.py 2>&1 \
+    tests/tasks/test_kernelbench_models.py tests/evaluate/test_kernelbench_eval.py \
+    tests/evaluate/test_kernelbench_users.py 2>&1 \
     | tee "$OUT/kernelbench_pytest_gpu.txt" | tail -15
 }
 

@@ -137,3 +137,29 @@ def test_a_bad_ops_flag_is_one_line(capsys, args, phrase):
     code = main(["bench", str(SOLUTIONS / "25_Swish"), *args, "--device", "interpret"])
     out, err = capsys.readouterr()
     assert code == 2 and phrase in err and err.count("\n") == 1
+
+
+def gpu_check(folder: Path, stem: str):
+    config = EvalConfig(check_suite="check", bench_suite="", seed=11)
+    return Evaluator(str(PROBLEMS / f"{stem}.py"), device="cuda", gpu=PROFILES["h200"], config=config).evaluate(folder)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stem", ["9_Matmul_Subtract_Multiply_ReLU", "40_LayerNorm"])
+def test_the_solutions_that_failed_on_the_h200_pass_its_check_suite(stem):
+    result = gpu_check(SOLUTIONS / stem, stem)
+    assert result.status == "correct", result.message
+
+
+@pytest.mark.gpu
+def test_the_tf32_dot_fails_the_gpu_check_suite_at_scale_2(tmp_path):
+    stem = "9_Matmul_Subtract_Multiply_ReLU"
+    folder = tmp_path / "tf32"
+    shutil.copytree(SOLUTIONS / stem, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = folder / "kernel.py"
+    text = kernel.read_text()
+    assert 'PRECISION = "tf32x3"' in text
+    kernel.write_text(text.replace('PRECISION = "tf32x3"', 'PRECISION = "tf32"'))
+    result = gpu_check(folder, stem)
+    assert (result.status, result.rule) == ("incorrect", "check.mismatch"), result.message
+    assert "(inputs scaled by 2)" in result.message
