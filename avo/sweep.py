@@ -30,9 +30,14 @@ class Row:
     fitness_compile: float | None = None
     """The same against torch.compile(Model), when asked."""
     reason: str = ""
+    """One line for the table."""
+    message: str = ""
+    """The whole message behind `reason` (a crashed worker's stderr tail included), for the JSON."""
     run: str | None = None
     """The evolve run of this problem (folder evolves only)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    evals: dict[str, Any] = field(default_factory=dict)
+    """The EvalResults behind the row, as JSON, by baseline (`eager`, `compile`); folder benches only."""
 
 
 def _natural(path: Path) -> tuple:
@@ -56,12 +61,25 @@ def fast_p_table(rows: list[Row], key: str = "fitness") -> dict[str, float]:
     return {f"{p:g}": round(fast_p(rows, p, key), 4) for p in FAST_P}
 
 
+def reason_of(result: Any) -> str:
+    """One line saying why a result is not correct: its message's first line, and for a worker that died, the last
+    line of its stderr tail too (the exception that ended it, where Python printed one)."""
+    from avo.evaluate.harness import STDERR_MARK
+
+    if result.ok:
+        return ""
+    head, _, tail = result.message.strip().partition(STDERR_MARK)
+    reason = (head.strip().splitlines() or [""])[0]
+    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    return (f"{reason[:200]}: {last[:200]}" if last else reason)[:400]
+
+
 def row_of(problem: str, result: Any, timed: bool) -> Row:
     """A Row from an EvalResult."""
-    reason = "" if result.ok else (result.message.strip().splitlines() or [""])[0][:300]
     return Row(problem=problem, status=result.status, correct=result.ok,
-               fitness=result.fitness if timed and result.ok else None, reason=reason,
-               extra={"timing_source": result.timing_source, "ops": result.ops})
+               fitness=result.fitness if timed and result.ok else None, reason=reason_of(result),
+               message="" if result.ok else result.message, extra={"timing_source": result.timing_source,
+                                                                    "ops": result.ops})
 
 
 def summary(rows: list[Row], *, title: str, clock: str, compile_asked: bool, **facts: Any) -> dict[str, Any]:

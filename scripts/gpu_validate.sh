@@ -99,22 +99,53 @@ step_replay() {
 }
 
 # The six KernelBench problems in examples/kernelbench/problems against their ModelNews, against eager PyTorch and
-# torch.compile: the summary table (for BENCHMARKS.md) and its JSON with fast_p.
+# torch.compile, in one sweep: its JSON (fast_p, each row's whole message and EvalResults), the table rendered from
+# it (for BENCHMARKS.md), the progress lines, one JSON per problem under kernelbench/, and the GPU tests of the
+# KernelBench task and evaluator beside it.
 step_kernelbench() {
-  avo bench --kernel examples/kernelbench/problems --candidates examples/kernelbench/solutions --baseline compile \
-    2>&1 | tee "$OUT/kernelbench_sweep.txt" | tail -30
+  local per="$OUT/kernelbench"; mkdir -p "$per"
   avo bench --kernel examples/kernelbench/problems --candidates examples/kernelbench/solutions --baseline compile \
     --json > "$OUT/kernelbench_sweep.json" 2> "$OUT/kernelbench_sweep.err"
+  echo "avo bench rc=$?" >> "$OUT/kernelbench_sweep.err"
+  cat "$OUT/kernelbench_sweep.err"
+  python3 - "$OUT/kernelbench_sweep.json" "$per" <<'PY' 2>&1 | tee "$OUT/kernelbench_sweep.txt"
+import json, sys
+from pathlib import Path
+from avo import sweep
+data = json.loads(Path(sys.argv[1]).read_text())
+sweep.render(data)
+for row in data["rows"]:
+    (Path(sys.argv[2]) / f"{row['problem']}.json").write_text(json.dumps(row, indent=2))
+    if not row["correct"]:
+        print(f"--- {row['problem']}: {row['status']}\n{row['message'] or row['reason']}")
+PY
+  timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
+    tests/tasks/test_kernelbench_models.py tests/evaluate/test_kernelbench_eval.py \
+    tests/evaluate/test_kernelbench_users.py 2>&1 \
+    | tee "$OUT/kernelbench_pytest_gpu.txt" | tail -15
 }
 
-# A short heuristic evolve of two of them, seeded from their ModelNews (KB_EVOLVE: a folder of problem files).
+# A short heuristic evolve of two of them, seeded from their knob-annotated ModelNews (KB_EVOLVE_A, KB_EVOLVE_B:
+# problem stems): the log, the sweep JSON (each row's best, the seed's fitness for the gain, the whole message of a
+# failed seed), and per run its run.json, evals/*.json, lineage log and an export (avo import reads it back).
 step_kernelbench_evolve() {
-  local dir=/tmp/kb-evolve; rm -rf "$dir"; mkdir -p "$dir"
-  cp examples/kernelbench/problems/${KB_EVOLVE_A:-23_Softmax}.py examples/kernelbench/problems/${KB_EVOLVE_B:-12_Gemm_Multiply_LeakyReLU}.py "$dir"
-  avo evolve --kernel "$dir" --seed-kernel examples/kernelbench/solutions --agent heuristic \
-    --hours-per-problem "${KB_EVOLVE_HOURS:-0.05}" --max-candidates "${KB_EVOLVE_CANDIDATES:-6}" --sweep-id kb \
-    --runs-dir /tmp/avo-kb-runs --quiet 2>&1 | tee "$OUT/kernelbench_evolve.log" | tail -30
-  cp /tmp/avo-kb-runs/kb-sweep.json "$OUT/kernelbench_evolve.json"
+  local dir=/tmp/kb-evolve runs=/tmp/avo-kb-runs per="$OUT/kernelbench_evolve"
+  rm -rf "$dir"; mkdir -p "$dir" "$per"
+  for stem in "${KB_EVOLVE_A:-23_Softmax}" "${KB_EVOLVE_B:-12_Gemm_Multiply_LeakyReLU}"; do
+    cp "examples/kernelbench/problems/$stem.py" "$dir"
+  done
+  avo evolve --kernel "$dir" --seed-kernel examples/kernelbench/solutions --agent heuristic --seed 0 \
+    --hours-per-problem "${KB_EVOLVE_HOURS:-0.1}" --max-candidates "${KB_EVOLVE_CANDIDATES:-10}" --sweep-id kb \
+    --runs-dir "$runs" --quiet 2>&1 | tee "$OUT/kernelbench_evolve.log" | tail -30
+  echo "avo evolve rc=${PIPESTATUS[0]}" | tee -a "$OUT/kernelbench_evolve.log"
+  cp "$runs/kb-sweep.json" "$OUT/kernelbench_evolve.json"
+  for run in "$runs"/kb-*/; do
+    local id; id=$(basename "$run"); mkdir -p "$per/$id"
+    cp "$run/run.json" "$per/$id/" 2>/dev/null
+    cp -r "$run/evals" "$per/$id/" 2>/dev/null
+    git -C "$run/lineage" log --format='%h %s' --all > "$per/$id/lineage.txt" 2>&1
+    avo export "$id" -o "$per/$id.avo.tar" --runs-dir "$runs" > /dev/null 2>&1 || echo "export of $id failed"
+  done
 }
 
 for step in "$@"; do

@@ -4,6 +4,7 @@ KernelBench problems in tests/evaluate/test_kernelbench_users.py and tests/agent
 from __future__ import annotations
 
 from avo import sweep
+from avo.evaluate.result import EvalResult
 
 
 def test_fast_p_counts_correct_rows_faster_than_p_over_all_rows():
@@ -26,3 +27,16 @@ def test_problems_come_in_kernelbench_order(tmp_path):
     for name in ("10_b.py", "2_a.py", "1_c.py", "_helper.py", "notes.md"):
         (tmp_path / name).write_text("")
     assert [p.name for p in sweep.problems(tmp_path)] == ["1_c.py", "2_a.py", "10_b.py"]
+
+
+def test_a_rows_reason_is_one_line_and_its_message_whole():
+    crash = EvalResult(status="crash", message="the evaluation process exited with code 1 without a result during "
+                       "stage start\n--- stderr (tail) ---\nTraceback (most recent call last):\n  ...\n"
+                       "RuntimeError: Expected a 'cuda' device type for generator but found 'cpu'\n\n")
+    row = sweep.row_of("40_LayerNorm", crash, timed=True)
+    assert row.reason == ("the evaluation process exited with code 1 without a result during stage start: "
+                          "RuntimeError: Expected a 'cuda' device type for generator but found 'cpu'")
+    assert row.message == crash.message and not row.correct and row.fitness is None
+    wrong = EvalResult(status="incorrect", message="case a: relative error 0.02 exceeds the tolerance 0.001\nmore")
+    assert sweep.row_of("9", wrong, timed=True).reason == "case a: relative error 0.02 exceeds the tolerance 0.001"
+    assert sweep.reason_of(EvalResult(status="correct")) == ""

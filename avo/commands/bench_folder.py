@@ -62,13 +62,15 @@ def score_problem(problem: Path, solution: Path, *, profile, device: str, config
         return sweep.Row(stem, "missing", reason=f"no solution: {solution / sweep.SOLUTION_FILE} does not exist")
     result = Evaluator(spec, device=device, gpu=profile, config=config).evaluate(solution)
     row = sweep.row_of(stem, result, timed)
+    row.evals["eager"] = result.model_dump(mode="json")
     if compile_too and row.correct and timed:
         compiled = Evaluator(with_options(spec, baseline="compile"), device=device, gpu=profile,
                              config=config).evaluate(solution)
+        row.evals["compile"] = compiled.model_dump(mode="json")
         row.fitness_compile = compiled.fitness if compiled.ok else None
         if not compiled.ok:
             row.correct, row.status = False, compiled.status
-            row.reason = "against torch.compile: " + (compiled.message.strip().splitlines() or [""])[0][:300]
+            row.reason, row.message = "against torch.compile: " + sweep.reason_of(compiled), compiled.message
     return row
 
 

@@ -186,8 +186,10 @@ def check_seed_for_agent(agent, seed_dir: Path) -> None:
 
 def seed_failure(result, seed_dir: Path, spec: str, run_id: str, device: str) -> str:
     """One line for a seed that is not correct: every variant of it would fail the same way, so nothing is evolved."""
+    from avo.sweep import reason_of
+
     what = {"rejected": "a guard", "incorrect": "the check suite"}.get(result.status, f"evaluation ({result.status})")
-    text = result.message.strip().splitlines()[0] if result.message.strip() else ""
+    text = reason_of(result)  # a crashed worker's last stderr line included
     rule = "" if not result.rule or text.startswith(result.rule) else f"{result.rule}: "
     where = " --device interpret" if device == "interpret" else ""
     return (f"the seed {seed_dir} failed {what}: {rule}{text[:400]}; run {run_id} stopped before any candidate: "

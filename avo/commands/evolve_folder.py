@@ -84,18 +84,21 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
 
 
 def row_of_run(problem: str, run) -> sweep.Row:
-    """A problem's row from its run: the best candidate's fitness, or why there is none."""
+    """A problem's row from its run: the best candidate's fitness (the seed's beside it, for the gain), or why there
+    is none."""
     info = run.info()
     best = run.lineage.best
     result = run.load_eval(best) if best else None
+    base = run.load_eval(run.lineage.baseline) if run.lineage.baseline else None
     if result is None:
-        base = run.load_eval(run.lineage.baseline) if run.lineage.baseline else None
-        reason = info.get("reason") or (base.summary() if base else "no candidate evaluated")
-        return sweep.Row(problem, info.get("state", "failed"), reason=str(reason)[:300], run=run.id)
+        reason = info.get("reason") or (f"{base.status}: {sweep.reason_of(base)}" if base else "no candidate evaluated")
+        return sweep.Row(problem, info.get("state", "failed"), reason=str(reason)[:400],
+                         message=base.message if base else "", run=run.id)
     timed = result.timing_source != "none"
     row = sweep.row_of(problem, result, timed)
     row.run = run.id
-    row.extra.update(best=best, state=info.get("state"), candidates=run.counters().get("candidates"))
+    row.extra.update(best=best, state=info.get("state"), candidates=run.counters().get("candidates"),
+                     baseline_fitness=base.fitness if base is not None and base.ok else None)
     return row
 
 

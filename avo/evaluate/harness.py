@@ -31,6 +31,8 @@ DONE_GRACE_S = 60.0
 """How long the worker may take to exit after writing its result."""
 POLL_S = 0.05
 STDERR_TAIL = 3000
+STDERR_MARK = "--- stderr (tail) ---"
+"""Between a crash's one-line cause and the tail of the worker's stderr (avo.sweep reads it)."""
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
@@ -199,7 +201,7 @@ class Evaluator:
         stage, case = ((marks[-1].split("\t") + ["", ""])[:2]) if marks else ("start", "")
         where = f" during stage {stage}" + (f", case {case}" if case else "")
         tail = (tmp_path / "stderr").read_bytes()[-STDERR_TAIL:].decode(errors="replace").strip()
-        message = f"the evaluation process {how}{where}" + (f"\n--- stderr (tail) ---\n{tail}" if tail else "")
+        message = f"the evaluation process {how}{where}" + (f"\n{STDERR_MARK}\n{tail}" if tail else "")
         return self._failure("crash", "crash", message)
 
     def _failure(self, status: str, rule: str, message: str) -> EvalResult:

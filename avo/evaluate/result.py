@@ -32,6 +32,8 @@ class CaseResult(BaseModel):
     ms_error: float | None = None
     """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
     library_ms_error: float | None = None
+    input_scale: float = 1.0
+    """The factor the case's floating-point inputs were scaled by before the call (check_stage.CHECK_SCALES)."""
     message: str = ""
 
 

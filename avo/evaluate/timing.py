@@ -34,6 +34,9 @@ SPIN_CYCLES_PER_US = 2000
 """Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
 FLUSH_FACTOR = 4
 """The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
+SCALE_RANGE = (0.5, 2.0)
+"""Each floating-point input of a timed call is its source scaled by a factor drawn from this range (the check suite
+covers both ends: check_stage.CHECK_SCALES)."""
 
 
 @dataclass
@@ -216,7 +219,7 @@ class InputRotation:
     """Inputs for timed calls: nothing a kernel could cache by address, shape or content.
 
     There are n source sets (drawn by the task from distinct seeds) and n + 1 slots at distinct addresses. Call i
-    writes source i % n, each floating-point tensor scaled by its own random factor in [0.5, 2), into slot
+    writes source i % n, each floating-point tensor scaled by its own random factor in SCALE_RANGE, into slot
     i % (n + 1): a slot never sees the same content twice in a row, and no two calls see the same content.
     `rebuild(i)` recreates call i's inputs afterwards, for checking a timed output against the reference.
     """
@@ -228,7 +231,7 @@ class InputRotation:
 
     def factors(self, i: int) -> list[float]:
         rng = random.Random(self.seed * 1_000_003 + i)
-        return [rng.uniform(0.5, 2.0) for _ in self.sources[0]]
+        return [rng.uniform(*SCALE_RANGE) for _ in self.sources[0]]
 
     def __call__(self, i: int) -> tuple:
         import torch
@@ -245,8 +248,12 @@ class InputRotation:
         return tuple(args)
 
     def rebuild(self, i: int) -> tuple:
-        source = self.sources[i % len(self.sources)]
-        return tuple(x * f if _is_float_tensor(x) else x for x, f in zip(source, self.factors(i)))
+        return scaled(self.sources[i % len(self.sources)], self.factors(i))
+
+
+def scaled(inputs: tuple, factors: list[float]) -> tuple:
+    """New inputs: each floating-point tensor times its factor; everything else as it is."""
+    return tuple(x * f if _is_float_tensor(x) else x for x, f in zip(inputs, factors))
 
 
 def _is_float_tensor(x: Any) -> bool:

@@ -79,16 +79,20 @@ def freeze(model: Any) -> Any:
 
 
 def perturb_constant_parameters(model: Any, seed: int) -> None:
+    """Seeded noise on every parameter that holds one value everywhere. The noise is drawn on the CPU whatever the
+    default device: it is called under `torch.device("cuda")`, where a draw without a device would be on the GPU
+    with a CPU generator (RuntimeError "Expected a 'cuda' device type for generator", seen on the H200 as a worker
+    that exited with code 1 before its first stage, for every problem with a LayerNorm)."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
     with torch.no_grad():
         for _, p in sorted(model.named_parameters()):
             if not p.is_floating_point() or p.numel() < 2 or p.is_meta:  # meta: shapes only, nothing to perturb
                 continue
             first = p.detach().reshape(-1)[0]
             if bool((p == first).all()):
-                noise = torch.randn(p.shape, generator=gen).to(device=p.device, dtype=p.dtype)
+                noise = torch.randn(p.shape, generator=gen, device="cpu").to(device=p.device, dtype=p.dtype)
                 p.add_(noise * (NOISE * max(1.0, abs(float(first)))))
 
 

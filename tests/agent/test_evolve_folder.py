@@ -35,6 +35,7 @@ def test_a_folder_evolve_runs_each_problem_once_and_resumes(tmp_path, monkeypatc
     assert "the heuristic agent only tunes `# avo: tune` knobs" in rows["30_Unseeded"]["reason"]
     swish = rows["25_Swish"]
     assert swish["correct"] and swish["fitness"] > 0 and swish["run"] == "kb-25_Swish"
+    assert swish["extra"]["baseline_fitness"] > 0 and swish["extra"]["best"]
     run = Run.open("kb-25_Swish", runs)
     assert run.info()["state"] == "finished" and run.config.budget.hours == 0.2
     assert run.config.seed_kernel == str(EXAMPLES / "solutions" / "25_Swish")

@@ -73,6 +73,22 @@ def test_abort_is_a_crash_and_names_the_signal():
     assert "SIGABRT" in r.message and "1x1x1_fp16" in r.message
 
 
+def test_a_worker_that_exits_before_its_first_stage_reports_its_stderr_tail(tmp_path):
+    """As on the H200, where building a problem's models raised before any stage: exit code 1, no result. The crash
+    carries the exception from the worker's stderr, and a sweep row names it in its one line."""
+    from avo import sweep
+
+    spec = str(tmp_path / "gone.py")  # the worker, not the parent, finds the task file missing
+    r = Evaluator(spec, device="interpret", gpu=H200, config=EvalConfig(check_suite="tiny", bench_suite="",
+                                                                          seed=11)).evaluate(KERNELS / "good_gemm")
+    assert (r.status, r.rule) == ("crash", "crash")
+    assert "exited with code 1 without a result during stage start" in r.message
+    assert "--- stderr (tail) ---" in r.message and "Traceback" in r.message
+    row = sweep.row_of("gone", r, timed=False)
+    assert row.reason.endswith(f"UserError: task file not found: {spec}"), row.reason
+    assert row.message == r.message
+
+
 def test_a_segfault_is_a_crash_and_the_next_evaluation_is_normal():
     """The wild store that is a CUDA illegal address on a GPU (test_faults_gpu.py) is a SIGSEGV under the
     interpreter: the worker dies of it, and the next evaluation runs in a fresh one."""

@@ -1,7 +1,8 @@
 """Real KernelBench problems (examples/kernelbench/problems/, from the public repository) with ModelNews written the way
 its users write them: Model's nn layers kept in `__init__` as parameter holders, read in a Triton kernel. Each
 passes under the interpreter; cheating twins (the holder called in forward; called through an alias) are rejected
-under ops=strict, and the first is allowed under `--ops partial`."""
+under ops=strict, and the first is allowed under `--ops partial`. An imprecise twin (TF32 operands, truncated as the
+H200 does) fails the check suite's scaled inputs, where before only a timed call's output showed it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ EXPECTED = {
     ("12_Gemm_Multiply_LeakyReLU_layer_called", "12_Gemm_Multiply_LeakyReLU", ""):
         ("rejected", "static.library_call", "kernel.py:29 calls self.gemm, a torch.nn.Linear"),
     ("40_LayerNorm_aliased", "40_LayerNorm", ""): ("rejected", "runtime.library_op", "aten.native_layer_norm"),
+    ("9_Matmul_Subtract_Multiply_ReLU_tf32", "9_Matmul_Subtract_Multiply_ReLU", ""):
+        ("incorrect", "check.mismatch", "(inputs scaled by 2): relative error"),
 }
 
 
@@ -86,7 +89,8 @@ def test_the_folder_sweep_scores_every_problem_and_keeps_going(sweep):
     for stem in STEMS:
         assert (rows[stem]["status"], rows[stem]["correct"]) == ("correct", True), rows[stem]["reason"]
         assert rows[stem]["fitness"] > 0 and rows[stem]["extra"] == {"timing_source": "interpreter", "ops": "strict"}
-    assert rows["7_Broken"]["status"] == "load_error"
+        assert rows[stem]["evals"]["eager"]["status"] == "correct" and rows[stem]["evals"]["eager"]["cases"]
+    assert rows["7_Broken"]["status"] == "load_error" and rows["7_Broken"]["evals"] == {}
     assert "importing it failed: RuntimeError: broken on purpose" in rows["7_Broken"]["reason"]
     assert rows["30_Unsolved"]["status"] == "missing"
     assert "30_Unsolved/kernel.py does not exist" in rows["30_Unsolved"]["reason"]
@@ -107,6 +111,14 @@ def test_cheating_twins(verdicts, key):
     assert result.ops == "strict"
 
 
+def test_the_check_suite_spans_the_timed_inputs_scales(verdicts):
+    """Case 0 as drawn, then the top and bottom of the range timed calls' inputs are scaled over (0.5 to 2)."""
+    result = verdicts[("9_Matmul_Subtract_Multiply_ReLU_tf32", "9_Matmul_Subtract_Multiply_ReLU", "")]
+    assert [c.input_scale for c in result.cases] == [1.0, 2.0, 0.5]
+    # As drawn (seed 11) no output passes the threshold: zeros against zeros, error 0, the check the GPU run had.
+    assert [c.correct for c in result.cases] == [True, False, True] and result.cases[0].rel_err == 0.0
+
+
 def test_the_layer_called_twin_passes_under_ops_partial_and_says_so(capsys):
     twin = CHEATS / "12_Gemm_Multiply_LeakyReLU_layer_called"
     code = main(["bench", str(twin), "--kernel", str(PROBLEMS / "12_Gemm_Multiply_LeakyReLU.py"), "--ops", "partial",
@@ -125,3 +137,29 @@ def test_a_bad_ops_flag_is_one_line(capsys, args, phrase):
     code = main(["bench", str(SOLUTIONS / "25_Swish"), *args, "--device", "interpret"])
     out, err = capsys.readouterr()
     assert code == 2 and phrase in err and err.count("\n") == 1
+
+
+def gpu_check(folder: Path, stem: str):
+    config = EvalConfig(check_suite="check", bench_suite="", seed=11)
+    return Evaluator(str(PROBLEMS / f"{stem}.py"), device="cuda", gpu=PROFILES["h200"], config=config).evaluate(folder)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stem", ["9_Matmul_Subtract_Multiply_ReLU", "40_LayerNorm"])
+def test_the_solutions_that_failed_on_the_h200_pass_its_check_suite(stem):
+    result = gpu_check(SOLUTIONS / stem, stem)
+    assert result.status == "correct", result.message
+
+
+@pytest.mark.gpu
+def test_the_tf32_dot_fails_the_gpu_check_suite_at_scale_2(tmp_path):
+    stem = "9_Matmul_Subtract_Multiply_ReLU"
+    folder = tmp_path / "tf32"
+    shutil.copytree(SOLUTIONS / stem, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = folder / "kernel.py"
+    text = kernel.read_text()
+    assert 'PRECISION = "tf32x3"' in text
+    kernel.write_text(text.replace('PRECISION = "tf32x3"', 'PRECISION = "tf32"'))
+    result = gpu_check(folder, stem)
+    assert (result.status, result.rule) == ("incorrect", "check.mismatch"), result.message
+    assert "(inputs scaled by 2)" in result.message

@@ -3,6 +3,10 @@
 `self.linear` stays an nn.Linear, so Model's weight and bias copy in by name; forward only reads them. The bias,
 subtraction, multiplication and ReLU are applied to the fp32 accumulator before the one store, where eager PyTorch
 writes and re-reads the [batch, out] output four times.
+
+The operands are fp32 and the dot is "tf32x3" (three TF32 tensor-core products, fp32-class error), not plain TF32:
+the threshold keeps only the tail of x W^T, where TF32's 8e-4 relative error becomes 5e-3 to 2.4e-2 of the output
+(H200: 0.0238, against the fp32 tolerance of 1e-3). "ieee" is exact too, on the FMA units instead.
 """
 
 import torch
@@ -16,11 +20,13 @@ BLOCK_K = 32  # avo: tune 32 64
 GROUP_M = 8  # avo: tune 1 8
 NUM_WARPS = 8  # avo: tune 4 8
 NUM_STAGES = 3  # avo: tune 2 3 4
+PRECISION = "tf32x3"  # avo: tune tf32x3 ieee
 
 
 @triton.jit
 def _linear_sub_mul_relu(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, subtract, multiply,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                         PRECISION: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -39,7 +45,7 @@ def _linear_sub_mul_relu(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, subtract, multiply
         x = tl.load(x_ptr + rows[:, None] * K + kk[None, :], mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
         # W is [out, in]: its tile is read transposed, [BLOCK_K, BLOCK_N].
         w = tl.load(w_ptr + cols[None, :] * K + kk[:, None], mask=(cols[None, :] < N) & (kk[:, None] < K), other=0.0)
-        acc = tl.dot(x, w, acc)
+        acc = tl.dot(x, w, acc, input_precision=PRECISION)
     bias = tl.load(b_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
     y = tl.maximum((acc + bias[None, :] - subtract) * multiply, 0.0)
     tl.store(y_ptr + rows[:, None] * N + cols[None, :], y.to(y_ptr.dtype.element_ty),
@@ -62,5 +68,5 @@ class ModelNew(nn.Module):
         grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
         _linear_sub_mul_relu[grid](x, w, self.linear.bias, y, M, N, K, self.subtract_value, self.multiply_value,
                                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                                   num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                                   PRECISION=PRECISION, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
         return y
