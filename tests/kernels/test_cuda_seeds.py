@@ -162,3 +162,17 @@ def test_seed_bench_case_against_the_library(task_name, seed, capsys):
               f"({ms:.3f} ms); {task.library_name()} {library_tflops:.0f} TFLOPS ({library_ms:.3f} ms); "
               f"{library_ms / ms:.2f}x the library")
     assert 0 < ms and 0 < library_ms
+
+
+def test_the_hopper_seeds_carry_one_hopper_header_and_their_generated_wgmma_wrappers():
+    """Each seed folder is self-contained, so hopper.cuh is copied; the copies must not drift apart, and the wgmma
+    wrappers must be what scripts/gen_wgmma.py writes (PTX names every accumulator register, so they are generated)."""
+    import subprocess
+    import sys
+
+    gemm, attention = seed_dir("gemm", "cuda_wgmma"), seed_dir("attention", "cuda_fa3")
+    assert (gemm / "hopper.cuh").read_text() == (attention / "hopper.cuh").read_text()
+    script = KERNELS.parent / "scripts" / "gen_wgmma.py"
+    for form, folder in (("gemm", gemm), ("attention", attention)):
+        written = subprocess.run([sys.executable, str(script), form], capture_output=True, text=True, check=True)
+        assert written.stdout == (folder / "wgmma.cuh").read_text(), f"regenerate {folder}/wgmma.cuh"
