@@ -45,3 +45,24 @@ def check_seed_for_gpu(seed_dir: Path, gpu, role: str = "seed") -> None:
     instead = f"a Triton seed ({flag}{names})" if others else "a seed without wgmma"
     raise UserError(f"the {role} {seed_dir} issues {what}, Hopper (sm_90a) instructions that the {gpu.name} "
                     f"({gpu.arch}) does not have: use {instead}, or run it on an h100 or h200")
+
+
+HOPPER_SEEDS = {"attention": "cuda_fa3", "gemm": "cuda_wgmma"}
+"""The shipped CUDA seeds that beat the library on Hopper (BENCHMARKS.md), beside each task's Triton default."""
+
+
+def machine_default_seed(task, gpu, device: str) -> Path:
+    """The seed `avo evolve` starts from when none is named: on a Hopper GPU that can run CUDA C++ candidates (CuPy
+    and cuda-bindings importable, the `cuda13`/`cuda12` extra), the task's Hopper CUDA seed; otherwise (interpreter,
+    other GPUs, no CuPy) the portable Triton seed the task names."""
+    import importlib.util
+
+    default = Path(task.default_seed())
+    hopper = default.parent / HOPPER_SEEDS.get(getattr(task, "name", ""), "")
+    if device != "cuda" or gpu.arch != "sm_90a" or hopper == default.parent or not (hopper / "kernel.py").is_file():
+        return default
+    try:
+        ready = all(importlib.util.find_spec(m) is not None for m in ("cupy", "cuda.bindings"))
+    except (ImportError, ValueError):
+        ready = False
+    return hopper if ready else default

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from avo.errors import UserError
-from avo.seed_target import check_seed_for_gpu
+from avo.seed_target import check_seed_for_gpu, machine_default_seed
 
 FIXED_ON_RESUME = ("kernel", "gpu", "device", "seed_kernel")
 
@@ -27,9 +27,10 @@ def make_evaluator(task_spec: str, *, device: str, gpu, config):
     return Evaluator(task_spec, device=device, gpu=gpu, config=config)
 
 
-def seed_folder(value: str | None, task) -> Path:
-    """`--seed-kernel` as a folder: a path, or a name beside the task's shipped seed (`triton_naive`, `gemm/x`)."""
-    default = Path(task.default_seed())
+def seed_folder(value: str | None, task, default: Path | None = None) -> Path:
+    """`--seed-kernel` as a folder: a path, or a name beside the task's shipped seed (`triton_naive`, `gemm/x`);
+    `default` (the machine's default seed, see seed_target.machine_default_seed) when none is named."""
+    default = default or Path(task.default_seed())
     if value is None:
         found = default
     else:
@@ -78,7 +79,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     task = load_task(config.kernel)
     if hasattr(task, "preflight"):
         task.preflight(config.device)
-    seed_dir = seed_folder(config.seed_kernel, task)
+    seed_dir = seed_folder(config.seed_kernel, task, machine_default_seed(task, gpu, config.device))
     if run is None:
         check_seed_for_gpu(seed_dir, gpu)
         check_seed_for_agent(config.agent, seed_dir)
@@ -86,6 +87,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
     model = make_model(config.agent, seed=config.seed, policy=RetryPolicy(), say=say)
     if run is None:
+        config.seed_kernel = config.seed_kernel or str(seed_dir)  # the machine's default, kept for --resume
         run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name, run_id=run_id)
         policy = f", ops={task.ops}" if hasattr(task, "ops") else ""
         say(f"run {run.id}: {task.name} on {gpu.name} ({config.device}){policy}, {run.path}")

@@ -87,3 +87,22 @@ def test_only_issued_instructions_count_not_their_names_in_comments(tmp_path):
     assert hopper_only_instructions(tmp_path) == {}
     (tmp_path / "k.cuh").write_text('asm volatile("wgmma.fence.sync.aligned;");\n')
     assert hopper_only_instructions(tmp_path) == {"wgmma": "k.cuh"}
+
+
+def test_the_default_seed_is_the_hopper_cuda_seed_where_it_can_run(monkeypatch):
+    """No --seed-kernel: on an H200 with CuPy and cuda-bindings the CUDA seeds that beat the library there; under
+    the interpreter, on a B200, or without CuPy, the portable Triton seeds."""
+    import importlib.util
+
+    from avo.seed_target import machine_default_seed
+    from avo.tasks import load
+
+    for name, hopper, triton in (("attention", "cuda_fa3", "triton_fa2"), ("gemm", "cuda_wgmma", "triton_tiled")):
+        task = load(name)
+        assert machine_default_seed(task, PROFILES["h200"], "interpret").name == triton
+        assert machine_default_seed(task, PROFILES["b200"], "cuda").name == triton
+        with monkeypatch.context() as m:
+            m.setattr(importlib.util, "find_spec", lambda module: object())
+            assert machine_default_seed(task, PROFILES["h200"], "cuda").name == hopper
+            m.setattr(importlib.util, "find_spec", lambda module: None if module == "cupy" else object())
+            assert machine_default_seed(task, PROFILES["h200"], "cuda").name == triton
