@@ -15,8 +15,10 @@
 //     one's softmax (exp2 on the special-function units) runs under the other's matmuls;
 //   - PERSISTENT (non-causal): one block per SM walks the tiles, and the producer loads the next tile's Q and first
 //     K/V blocks while the consumers finish the last one (its final P V and the stores of O);
-//   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 2 starts
-//     the heaviest query blocks of every head first (ORDER = 1: heaviest first within a head, heads in order);
+//   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 1 (the
+//     default) runs a head's query blocks together, heaviest first, so its K and V stay in L2 and the long blocks
+//     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid).
+//     ORDER = 2 takes every head's heaviest block first and loses L2 reuse; ORDER = 0 is ascending;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies.
 // Edges: TMA zero-fills rows past S; keys past S are masked, rows past S are not stored. Tunables come as -D
 // defines from kernel.py.
@@ -24,7 +26,7 @@
 #include "wgmma.cuh"
 
 #ifndef BLOCK_N
-#define BLOCK_N 128
+#define BLOCK_N 192
 #endif
 #ifndef STAGES
 #define STAGES 2
@@ -46,7 +48,8 @@ constexpr int CONSUMER_REGS = 240;
 constexpr int BOX_ROW = 128;                // bytes per row of a 64-column box (the swizzle span)
 constexpr int Q_BOX = BLOCK_M * BOX_ROW;    // one 64-column box of the Q tile
 constexpr int KV_BOX = BLOCK_N * BOX_ROW;   // one 64-column box of a K or V tile
-static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 192, "BLOCK_N: 64 to 192, a multiple of 16");
+static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 192,
+              "BLOCK_N: 64, 96, 128, 160, 176 or 192 (the widths wgmma.cuh has wrappers for)");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER: 0 (ascending), 1 (heaviest first per head), 2 (heaviest first)");
 // kernel.py passes D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 + 2048 bytes of dynamic shared memory: the Q
