@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from avo.atomic import write_text_atomic
+from avo.util.atomic import write_text_atomic
 from avo.doc_chunks import SUFFIXES, Chunk
 from avo.docs_index import Hit, Index
 

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from avo import procs
+from avo.util import procs
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from avo.config import RunConfig, stored_run_config
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
-from avo.atomic import write_text_atomic
+from avo.util.atomic import write_text_atomic
 from avo.lineage import Lineage, cid_for, cid_number
 from avo.run_lock import RunLock
 from avo.run_transcript import Transcript

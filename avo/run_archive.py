@@ -12,7 +12,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.errors import UserError
 from avo.lineage import Lineage
 from avo.lineage_objects import run_git

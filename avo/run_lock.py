@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from avo.errors import UserError
+from avo.util.procs import pid_alive
 
 
 class RunLock:
@@ -71,13 +72,3 @@ class RunLock:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
         return content if isinstance(content, dict) else None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.agent.toolbase import ToolContext
 
 MIN_NOISE = 0.01

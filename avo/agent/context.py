@@ -15,7 +15,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from avo import procs
+from avo.util import procs
 from avo.agent.models.base import Message, ToolSpec
 
 MAX_NOTES_CHARS = 8_000

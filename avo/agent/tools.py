@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from avo import procs
+from avo.util import procs
 from avo.agent.acceptance import evaluate_workspace
 from avo.agent.toolbase import Tool, ToolContext, ToolError
 

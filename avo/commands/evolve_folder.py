@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from avo import sweep
-from avo.atomic import write_text_atomic
+from avo.util.atomic import write_text_atomic
 from avo.errors import UserError
 
 INTERRUPTED = 130

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-from avo import procs
+from avo.util import procs
 from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
 
 DEFAULT_TIMEOUT_S = 180.0

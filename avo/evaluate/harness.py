@@ -1,7 +1,7 @@
 """The parent side of an evaluation: spawn the worker, watch its stages, kill it when it overstays, read its verdict.
 
 The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
-(avo.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
+(avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
 come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed
 when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail of its
 stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.config import EvalConfig
 from avo.evaluate.result import EvalResult
 from avo.gpus import GpuProfile

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--status", type=Path, required=True)
     args = parser.parse_args(argv)
-    from avo.procs import die_with_parent
+    from avo.util.procs import die_with_parent
 
     die_with_parent()  # started by ncu, not by avo: when ncu dies with avo, this goes too
     try:

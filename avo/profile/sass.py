@@ -41,7 +41,7 @@ def tool(name: str) -> str:
 
 
 def run_tool(cmd: list[str], timeout_s: float = 120.0) -> str:
-    from avo import procs
+    from avo.util import procs
 
     returncode, stdout, stderr = procs.run(cmd, timeout_s=timeout_s, merge_stderr=False)
     if returncode is None:

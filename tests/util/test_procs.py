@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def env_with(tmp: Path) -> dict:
@@ -76,7 +76,7 @@ def test_kill_reaches_the_whole_process_group(tmp_path):
 
 
 def test_a_child_dies_with_its_parent(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom avo import procs\n"
+    parent = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom avo.util import procs\n"
                                "procs.popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
                                "print('started', flush=True); time.sleep(600)\n"],
                               stdout=subprocess.PIPE, text=True, env=env_with(tmp_path))

@@ -19,8 +19,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from avo.run_lock import pid_alive
-
 PR_SET_PDEATHSIG = 1
 _STALE = re.compile(r"avo-[a-z]+-(\d+)-")
 _libc = None
@@ -29,6 +27,17 @@ if sys.platform.startswith("linux"):
         _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     except OSError:  # pragma: no cover - a libc without prctl: children are still killed by group on timeout
         _libc = None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (one owned by another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def die_with_parent(parent: int | None = None) -> None:

@@ -1,0 +1,6 @@
+"""Small helpers every layer may use; nothing here imports the rest of avo.
+
+- `atomic.py`: files that readers see whole (write to a temp file beside it, fsync, rename).
+- `procs.py`: child processes in a session of their own that die with avo, killed as a group on timeout; temp
+  folders swept after a crash.
+"""
