@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from avo.errors import UserError
-from avo.evaluate.guards_rules import OPS_POLICIES
+from avo.evaluate.guards.rules import OPS_POLICIES
 
 SUITES = ("bench", "check", "tiny")
 SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}

@@ -10,9 +10,9 @@ import pytest
 
 from avo.evaluate import guards
 from avo.evaluate.guards import Rejection
-from avo.evaluate.guards_static import scan
+from avo.evaluate.guards.static.check import scan
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SOLUTIONS = REPO / "examples" / "kernelbench" / "solutions"
 
 HEADER = """\

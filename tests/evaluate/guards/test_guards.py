@@ -9,10 +9,10 @@ import pytest
 
 from avo.evaluate import guards
 from avo.evaluate.guards import Rejection
-from avo.evaluate.guards_static import scan
+from avo.evaluate.guards.static.check import scan
 
-REPO = Path(__file__).resolve().parents[2]
-CHEATS = Path(__file__).parent / "cheats"
+REPO = Path(__file__).resolve().parents[3]
+CHEATS = Path(__file__).parents[1] / "cheats"
 
 
 def _candidate(tmp_path: Path, source: str, name: str = "kernel.py", **others: str) -> Path:

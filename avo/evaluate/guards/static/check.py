@@ -4,20 +4,21 @@ Python files are read as ASTs. Every name is resolved to the dotted path it stan
 (`from torch import matmul as f`, `mm = torch.mm`), `getattr` with constant (or constant-folded) names, `__import__`,
 `importlib.import_module` and `sys.modules[...]`; the dotted path, not the spelling, is judged. CUDA/C++ sources are
 tokenized (comments and strings dropped) and searched for host-side calls that would do the same cheats natively
-(guards_static_c). torch.nn layers built in `__init__` are parameter holders (guards_static_layers).
+(cuda_sources.py). torch.nn layers built in `__init__` are parameter holders (layers.py).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
 
-from avo.evaluate import guards_static_layers as layers
-from avo.evaluate import guards_static_names as names
-from avo.evaluate.guards_rules import Rejection, waived
-from avo.evaluate.guards_static_paths import PathReader
-from avo.evaluate.guards_static_resolve import Resolver
+from avo.evaluate.guards.static import layers
+from avo.evaluate.guards.static import names
+from avo.evaluate.guards.rules import Rejection, waived
+from avo.evaluate.guards.static.cuda_sources import scan_c
+from avo.evaluate.guards.static.finding import Finding
+from avo.evaluate.guards.static.paths import PathReader
+from avo.evaluate.guards.static.resolve import Resolver
 
 C_SUFFIXES = (".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".hxx")
 # Code that would run without being read: native extension modules, bytecode, path hooks, importable archives.
@@ -42,23 +43,6 @@ _SHADOWED_MODULE_ATTRS = frozenset(
     "subprocess socket ctypes cffi threading _thread multiprocessing concurrent asyncio pickle marshal builtins "
     "_posixsubprocess posix".split()
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    file: str
-    line: int
-    what: str
-    kind: str = ""
-    """'torch' for a library call through torch (an op, a tensor method, @, a layer): what `ops=partial` allows."""
-
-    @property
-    def check(self) -> str:
-        return f"{self.rule}:{self.kind}" if self.kind else self.rule
-
-    def text(self) -> str:
-        return f"{self.file}:{self.line} {self.what}" if self.line else f"{self.file} {self.what}"
 
 
 def check_static(candidate_dir: Path, task_name: str, ops: str = "strict") -> None:
@@ -95,8 +79,6 @@ def _scan_all(root: Path, task_name: str) -> tuple[list[Finding], int]:
             findings += found
             kernels += jitted
         elif path.suffix in C_SUFFIXES:
-            from avo.evaluate.guards_static_c import scan_c
-
             findings += scan_c(path, rel)
             kernels += 1
         elif path.suffix in _OPAQUE_SUFFIXES or ".so." in path.name:

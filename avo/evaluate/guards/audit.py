@@ -31,7 +31,7 @@ LIBRARIES = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in 
 
 def is_stdlib(path: str) -> bool:
     return path.startswith(STDLIB) and not path.startswith(LIBRARIES)
-_OWN_FILES = (os.path.realpath(__file__), os.path.realpath(__file__).replace("guards_audit", "guards_sentinel"))
+_OWN_FILES = (os.path.realpath(__file__), os.path.join(os.path.dirname(os.path.realpath(__file__)), "sentinel.py"))
 
 Listener = Callable[[str, str, Any], None]
 """Called as listener(kind, what, payload): kind 'write' (payload: path) or 'spawn' (payload: event args)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from avo.evaluate import guards_static_names as names
-from avo.evaluate.guards_static import Finding
+from avo.evaluate.guards.static import names
+from avo.evaluate.guards.static.finding import Finding
 
 
 _C_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)

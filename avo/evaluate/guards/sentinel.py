@@ -4,7 +4,7 @@ replaced a timer or scoring function, started a thread, or written outside its f
 Functions are compared by identity with what was captured at creation, so a replacement is seen however it was made
 (assignment, setattr, a swapped sys.modules entry). Threads are compared with a baseline taken after torch's own
 thread pools (and CUDA's) were started. File writes and process spawns are seen through an audit hook
-(guards_audit); they count when a frame of the candidate's code is on the stack.
+(audit.py); they count when a frame of the candidate's code is on the stack.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from avo.evaluate import guards_audit as audit
-from avo.evaluate.guards_rules import Rejection
+from avo.evaluate.guards import audit
+from avo.evaluate.guards.rules import Rejection
 
 # Modules and classes whose functions the evaluator measures or scores with. Missing ones are skipped.
 _WATCHED_MODULES = (
     "time", "torch", "torch.cuda", "torch.linalg", "torch.testing", "torch.nn.functional", "triton.testing",
     "threading", "avo.tasks", "avo.tasks.base", "avo.tasks.gemm", "avo.tasks.attention", "avo.evaluate.timing",
     "avo.evaluate.worker", "avo.evaluate.correctness", "avo.evaluate.bench_stage", "avo.evaluate.loader",
-    "avo.evaluate.guards", "avo.evaluate.guards_audit", "avo.evaluate.guards_sentinel", "avo.evaluate.result",
+    "avo.evaluate.guards", "avo.evaluate.guards.runtime", "avo.evaluate.guards.audit", "avo.evaluate.guards.sentinel",
+    "avo.evaluate.result",
 )
 _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "threading.Thread")
 

@@ -18,8 +18,8 @@ import torch
 from avo.evaluate import guards
 from avo.evaluate.guards import Rejection
 
-REPO = Path(__file__).resolve().parents[2]
-CHEATS = Path(__file__).parent / "cheats"
+REPO = Path(__file__).resolve().parents[3]
+CHEATS = Path(__file__).parents[1] / "cheats"
 
 
 # -- runtime: the op recorder ---------------------------------------------------------------------------------------
@@ -289,3 +289,13 @@ def test_sentinel_does_not_blame_a_library_for_its_own_processes(watched, tmp_pa
     module = load("def go(build):\n    build()\n")
     module.go(fake.build)
     assert _verdict(sentinel) is None
+
+
+def test_every_module_the_sentinel_watches_exists():
+    """A watched module that is not loaded is skipped, so a name left behind by a move would watch nothing."""
+    import importlib
+
+    from avo.evaluate.guards.sentinel import _WATCHED_MODULES
+
+    for name in _WATCHED_MODULES:
+        importlib.import_module(name)

@@ -1,32 +1,13 @@
-"""Reward-hacking guards: what the worker checks before, during and after a candidate runs.
-
-Static checks read the candidate's sources before import (guards_static). A Sentinel, created before import, notices
-replaced timers, new threads, and writes or process spawns outside the candidate's folder (guards_sentinel). Here:
-the op-level guard against library calls (the reference's aten compute ops must not appear in the candidate's call,
-however they were reached), the output-type check, and the input fingerprint.
-"""
+"""Run-time guards, used while the candidate runs: the op-level guard against library calls (the reference's aten
+compute ops must not appear in the candidate's call, however they were reached), the output-type check, and the input
+fingerprint."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from avo.evaluate.guards_rules import RULES, Rejection, waived
-from avo.evaluate.guards_sentinel import Sentinel
-
-__all__ = [
-    "RULES",
-    "Rejection",
-    "Sentinel",
-    "call_watched",
-    "check_inputs_unchanged",
-    "check_output_type",
-    "check_static",
-    "fingerprint",
-    "forbidden_ops",
-    "watches_ops",
-]
+from avo.evaluate.guards.rules import Rejection, waived
 
 # Ops that move, shape, allocate or index memory: a kernel wrapper may need them; none of them computes the answer.
 _PLUMBING = frozenset(
@@ -186,14 +167,6 @@ def check_inputs_unchanged(before: list, inputs: tuple) -> None:
             raise Rejection("runtime.input_mutated", f"input {i}'s shape, strides, dtype or storage changed")
         if not torch.equal(_bits(x.detach()), _bits(copy)):
             raise Rejection("runtime.input_mutated", f"input {i}'s values changed during the call")
-
-
-def check_static(candidate_dir: Path, task_name: str, ops: str = "strict") -> None:
-    """Rejection naming the rule, file and line of the first construct in the candidate's sources that the `ops`
-    policy forbids."""
-    from avo.evaluate.guards_static import check_static as _check
-
-    _check(Path(candidate_dir), task_name, ops)
 
 
 def watches_ops(ops: str) -> bool:
