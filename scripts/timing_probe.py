@@ -19,7 +19,7 @@ import time
 import torch
 from triton.testing import do_bench
 
-from avo.evaluate import timing
+from avo.evaluate.worker import timing
 from avo.tasks import load
 from scripts.bench_seeds import load_seed
 

@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
 def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     """(candidate folder, task, GPU profile), or a UserError saying what to fix; nothing is spawned before this."""
     from avo import tasks
-    from avo.evaluate.loader import KERNEL_FILE, defines_entry
+    from avo.evaluate.worker.loader import KERNEL_FILE, defines_entry
     from avo.gpus import resolve
     from avo.seed_target import check_seed_for_gpu
 

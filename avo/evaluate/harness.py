@@ -94,7 +94,7 @@ class Evaluator:
                 "done": DONE_GRACE_S}
 
     def request(self, candidate_dirs: list[Path], mode: str) -> dict:
-        """What the worker is asked to do (`worker.run`'s request), less where it writes its result and progress."""
+        """What the worker is asked to do (`worker.evaluation.run`'s request), less where it writes its result and progress."""
         check_suite, bench_suite = self.suites()
         return {
             "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
@@ -115,7 +115,7 @@ class Evaluator:
             workdir.mkdir()
             env = scrubbed_env(self.device)
             # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
-            # keeps the candidate's bytecode out of its folder, both ways; see worker.load_candidate. Bytecode of
+            # keeps the candidate's bytecode out of its folder, both ways; see worker/evaluation.py, load_candidate. Bytecode of
             # torch and triton is written and reused as usual: without it each evaluation recompiled torch's Python
             # modules, seconds of every evaluation.)
             (tmp_path / "tmp").mkdir()

@@ -21,7 +21,7 @@ WARMUP_CALLS = 3
 def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int) -> str:
     import torch
 
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
     from avo.tasks import load
 
     task = load(task_spec)

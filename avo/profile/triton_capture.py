@@ -245,7 +245,7 @@ def _ptxas(capability: int) -> str:
 
 
 def inspect_case(candidate: Path, task_spec: str, suite: str, index: int, gpu) -> dict:
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
     from avo.tasks import load
 
     task = load(task_spec)

@@ -44,7 +44,7 @@ TINY_ELEMENTS = 1 << 15
 """Inputs, output and parameters of an interpreter (tiny) case stay under this many elements where the knobs allow."""
 BENCH_INPUT_COPIES = 3
 """Input copies alive on the GPU at the least while timing (one source set and its two rotation slots); the bench
-stage keeps more sets in rotation where free memory allows (evaluate/rotation_memory.py)."""
+stage keeps more sets in rotation where free memory allows (evaluate/worker/rotation_memory.py)."""
 
 
 def parse_spec(spec: str) -> tuple[Path, dict[str, str]]:

@@ -287,7 +287,7 @@ def test_the_first_candidate_wraps_model_and_is_recognized(matmul, tmp_path, mon
     assert text.startswith(matmul.problem.source.rstrip()) and "class ModelNew(Model):" in text
     assert matmul.is_reference_wrapper(seed)
 
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
 
     entry = load_entry(seed, "ModelNew")
     for case in matmul.cases("tiny"):

@@ -22,8 +22,9 @@ from avo.evaluate.guards.rules import Rejection
 # Modules and classes whose functions the evaluator measures or scores with. Missing ones are skipped.
 _WATCHED_MODULES = (
     "time", "torch", "torch.cuda", "torch.linalg", "torch.testing", "torch.nn.functional", "triton.testing",
-    "threading", "avo.tasks", "avo.tasks.base", "avo.tasks.gemm", "avo.tasks.attention", "avo.evaluate.timing",
-    "avo.evaluate.worker", "avo.evaluate.correctness", "avo.evaluate.bench_stage", "avo.evaluate.loader",
+    "threading", "avo.tasks", "avo.tasks.base", "avo.tasks.gemm", "avo.tasks.attention", "avo.evaluate.worker.timing",
+    "avo.evaluate.worker.evaluation", "avo.evaluate.worker.candidate", "avo.evaluate.worker.correctness",
+    "avo.evaluate.worker.check", "avo.evaluate.worker.bench", "avo.evaluate.worker.loader",
     "avo.evaluate.guards", "avo.evaluate.guards.runtime", "avo.evaluate.guards.audit", "avo.evaluate.guards.sentinel",
     "avo.evaluate.result",
 )

@@ -1,125 +1,33 @@
-"""The child side of an evaluation: `python -m avo.evaluate.worker REQUEST.json`.
-
-Runs in its own process group with a scrubbed environment (see harness.py). Order per candidate: static guards ->
-Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its
-first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing candidate
-interleaved with the library. Stage starts are appended to a progress file, so the parent can apply per-stage limits
-and say where a candidate hung. The verdict is written to a result file opened before any candidate code runs
-(candidate code may print to stdout); then the process exits at once, so threads a candidate left behind cannot hold
-it open.
+"""One evaluation in the worker: every candidate through static guards -> Sentinel -> import -> Triton kernels
+compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its first launch marked as stage
+"compile" too) -> Sentinel.verify; then the bench stage times every passing candidate interleaved with the library.
+Stage starts are appended to a progress file, so the parent can apply per-stage limits and say where a candidate
+hung. `finalize` turns what was seen into each candidate's EvalResult.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from avo.evaluate import timing  # noqa: F401  (binds the clock before any candidate code runs)
+from avo.evaluate import guards
 from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
-from avo.evaluate.correctness import CaseFailure, poison_allocations
-from avo.evaluate.loader import CandidateLoadError, load_entry, trimmed_traceback
-from avo.evaluate.result import EvalResult
-from avo.evaluate.stage_clock import Parts, stage
-
-
-class Progress:
-    """Appends `stage<TAB>case<TAB>candidate` lines the parent polls."""
-
-    def __init__(self, stream: TextIO):
-        self.stream = stream
-
-    def mark(self, stage: str, case: str = "", who: int = 0) -> None:
-        self.stream.write(f"{stage}\t{case}\t{who}\n")
-        self.stream.flush()
-
-
-class Verdict(Exception):
-    """Ends one candidate's evaluation with a final status (rejected, compile_error, crash)."""
-
-    def __init__(self, status: str, rule: str, message: str):
-        super().__init__(message)
-        self.status, self.rule, self.message = status, rule, message
-
-
-@dataclass
-class Candidate:
-    index: int
-    path: Path
-    result: EvalResult
-    entry: Any = None
-    sentinel: Any = None
-    failures: list[CaseFailure] = field(default_factory=list)
-    cuda: bool = False
-    """Has CUDA C++ sources (compiled by its own wrapper through CuPy)."""
-    reference_wrapper: bool = False
-    """The task's own first candidate, unchanged (its reference wrapped): scored as the baseline."""
-    done: bool = False
-    """True once a final verdict is set (rejected, compile_error, crash): no further stage runs it."""
-
-    @property
-    def passing(self) -> bool:
-        return not self.done and not self.failures
-
-    def watched(self, forbidden: frozenset[str]) -> frozenset[str]:
-        """The ops this candidate may not dispatch: none for the task's unchanged first candidate."""
-        return frozenset() if self.reference_wrapper else forbidden
-
-    def finish(self, verdict: Verdict) -> None:
-        self.result.status, self.result.rule, self.result.message = verdict.status, verdict.rule, verdict.message
-        self.done = True
-
-
-@dataclass
-class Context:
-    task: Any
-    device: str
-    """'cuda' or 'interpret'."""
-    gpu: Any
-    config: dict
-    seed: int
-    progress: Progress
-    check_suite: str
-    bench_suite: str
-    compile_pool: Any = None
-    """precompile.CompilePool, when the candidates' Triton kernels are compiled ahead."""
-
-    @property
-    def tensor_device(self) -> str:
-        return "cuda" if self.device == "cuda" else "cpu"
-
-    @property
-    def ops(self) -> str:
-        """The task's policy on library ops: 'strict' (every compute op the candidate's own) or 'partial'."""
-        return getattr(self.task, "ops", "strict")
-
-
-def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
-    """What an exception raised by candidate code means for its status."""
-    from avo.evaluate.guards import Rejection
-
-    if isinstance(exc, Rejection):
-        return Verdict("rejected", exc.rule, exc.message)
-    from avo.cuda import CudaCompileError
-
-    if isinstance(exc, CudaCompileError):
-        return Verdict("compile_error", "compile", exc.message)
-    name = type(exc).__name__
-    if type(exc).__module__.startswith("triton") and ("Compil" in name or "OutOfResources" in name):
-        message = trimmed_traceback(exc, candidate.path, f"{doing}: Triton compile failed")
-        return Verdict("compile_error", "compile", message)
-    return Verdict("crash", "crash", trimmed_traceback(exc, candidate.path, f"{doing} raised"))
+from avo.evaluate.guards import Rejection
+from avo.evaluate.result import EvalResult, geomean
+from avo.evaluate.worker import timing  # noqa: F401  (binds the clock before any candidate code runs)
+from avo.evaluate.worker.bench import bench
+from avo.evaluate.worker.candidate import Candidate, Context, Progress, Verdict
+from avo.evaluate.worker.check import check_candidate, compile_candidate
+from avo.evaluate.worker.correctness import poison_allocations
+from avo.evaluate.worker.loader import CandidateLoadError, load_entry
+from avo.evaluate.worker.stage_clock import Parts, stage
 
 
 def load_candidate(ctx: Context, cand: Candidate) -> None:
-    from avo.evaluate import guards
-
     ctx.progress.mark("static", who=cand.index)
     with stage(cand.result.stage_s, "static"):
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
@@ -149,8 +57,6 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
 
 
 def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
-    from avo.evaluate.result import geomean
-
     r = cand.result
     if cand.done:
         r.fitness = 0.0
@@ -183,9 +89,6 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
 
 def run(request: dict, progress: Progress) -> list[EvalResult]:
     from avo import tasks
-    from avo.evaluate.bench_stage import bench
-    from avo.evaluate.check_stage import check_candidate, compile_candidate
-    from avo.evaluate.guards import Rejection
     from avo.gpus import PROFILES
 
     startup = time.time() - float(request.get("spawned_at") or time.time())  # interpreter start and imports
@@ -233,8 +136,6 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
 
 def _forbidden(ctx: Context) -> frozenset[str]:
     """The compute ops of the reference and the library over every check case (a backend may depend on shape)."""
-    from avo.evaluate import guards
-
     task = ctx.task
     sets = [task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
             for i, case in enumerate(task.cases(ctx.check_suite))]
@@ -252,7 +153,7 @@ def _warm_toolchain(ctx: Context) -> None:
     if ctx.device != "cuda":
         return
     try:
-        from avo.evaluate.warm import warm_triton
+        from avo.evaluate.worker.warm import warm_triton
 
         warm_triton()
     except Exception:  # a toolchain that cannot compile shows up, with its message, as the candidate's compile error
@@ -260,7 +161,7 @@ def _warm_toolchain(ctx: Context) -> None:
 
 
 def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
-    from avo.evaluate import precompile
+    from avo.evaluate.worker import precompile
 
     wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True) and not all(c.cuda for c in cands)
     return precompile.pool_for(ctx.task) if wanted else None
@@ -275,43 +176,3 @@ def _base_fields(ctx: Context) -> dict:
     versions["gpu_device"] = torch.cuda.get_device_name() if ctx.device == "cuda" else "none (interpreter)"
     return {"device": ctx.device, "gpu": ctx.gpu.name, "library": ctx.task.library_name(), "versions": versions,
             "seed": ctx.seed, "ops": ctx.ops}
-
-
-def _no_core_dumps() -> None:
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except (ImportError, ValueError, OSError):
-        pass
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    token = sys.stdin.readline().strip()  # from the parent, before any candidate code exists in this process
-    sys.stdin.close()
-    request_path = Path(argv[0])
-    request = json.loads(request_path.read_text())
-    request_path.unlink(missing_ok=True)
-    _no_core_dumps()
-    result_file = open(request["result_path"], "w")
-    progress = Progress(open(request["progress_path"], "a"))
-    results = run(request, progress)
-    results_json = ", ".join(r.model_dump_json() for r in results)
-    result_file.write(f'{{"token": {json.dumps(token)}, "results": [{results_json}]}}')
-    result_file.flush()
-    os.fsync(result_file.fileno())
-    progress.mark("done")
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    # Run from the module's own import, not from __main__, so the other stage modules share its classes.
-    from avo.evaluate import worker as _worker
-
-    _worker.main()

@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from avo.evaluate.bench_stage import SpotChecks
-from avo.evaluate.timing import Contender, InputRotation, L2Flush, Measurement, time_interleaved
+from avo.evaluate.worker.bench import SpotChecks
+from avo.evaluate.worker.timing import Contender, InputRotation, L2Flush, Measurement, time_interleaved
 
 
 def sleeper(seconds: float, log: list):
@@ -51,7 +51,7 @@ class _FakeEvent:
 
 def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
     """Both contenders see the same clock and power state: calls alternate one by one, the order flips each round."""
-    import avo.evaluate.timing as timing
+    import avo.evaluate.worker.timing as timing
 
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
@@ -71,7 +71,7 @@ def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
 
 def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
     """Each timed call: flush, spin (shield_us x 2000 cycles), start event, then the call; no spin at shield 0."""
-    import avo.evaluate.timing as timing
+    import avo.evaluate.worker.timing as timing
 
     log: list = []
 

@@ -18,9 +18,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from avo.evaluate.correctness import CaseFailure, verify_output
-from avo.evaluate.stage_clock import Parts
-from avo.evaluate.timing import Contender, InputRotation, time_interleaved
+from avo.evaluate import guards
+from avo.evaluate.guards import Rejection, check_output_type
+from avo.evaluate.worker.candidate import Candidate, Context, Verdict, classify
+from avo.evaluate.worker.check import check_case
+from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
+from avo.evaluate.worker.stage_clock import Parts
+from avo.evaluate.worker.timing import Contender, InputRotation, time_interleaved
 
 SIDE_STREAM_RELATIVE = 0.05
 SIDE_STREAM_ABSOLUTE_MS = 0.03
@@ -46,8 +51,6 @@ class SpotChecks:
         self.bad_type: dict[str, tuple[int, Exception]] = {}
 
     def observe(self, name: str, i: int, args: tuple, out: Any) -> None:
-        from avo.evaluate.guards import Rejection, check_output_type
-
         if name == LIBRARY:
             return
         try:
@@ -62,11 +65,7 @@ class SpotChecks:
         return [self.sample[name]] if name in self.sample else []
 
 
-def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
-    from avo.evaluate import guards
-    from avo.evaluate.check_stage import check_case
-    from avo.evaluate.worker import Verdict, classify
-
+def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> None:
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
     wanted = max(1, int(ctx.config.get("input_sets", 3)))
@@ -125,10 +124,8 @@ def bench(ctx: Any, cands: list, forbidden: frozenset[str]) -> None:
                 cand.finish(Verdict("rejected", exc.rule, exc.message))
 
 
-def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forbidden: frozenset[str],
+def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sources: list, forbidden: frozenset[str],
                seed: int, parts: Parts) -> None:
-    from avo.evaluate.worker import Verdict
-
     task = ctx.task
     rotation = InputRotation(sources, seed)
     spots = SpotChecks(seed)
@@ -194,20 +191,14 @@ def _time_case(ctx: Any, case: Any, timed: list, rows: dict, sources: list, forb
         row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
 
 
-def _rotation_size(ctx: Any, case: Any, first: tuple, wanted: int):
+def _rotation_size(ctx: Context, case: Any, first: tuple, wanted: int):
     """How many input sets fit on the GPU beside the outputs (rotation_memory.py); `wanted` off a GPU."""
-    from avo.evaluate.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
-
     shape, dtype = ctx.task.output_like(case, first)
     return rotation_sets(wanted, tensor_bytes(first), output_bytes(tuple(shape), dtype), free_gpu_bytes(ctx.device))
 
 
-def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidden: frozenset[str]) -> tuple:
+def _audit_call(ctx: Context, case: Any, cand: Candidate, rotation: InputRotation, forbidden: frozenset[str]) -> tuple:
     """One more call on fresh inputs after the clock stopped, watched like a check call: (index, output)."""
-    from avo.evaluate import guards
-    from avo.evaluate.correctness import checked_call
-    from avo.evaluate.worker import classify
-
     args = rotation(AUDIT_CALL)
     before = guards.fingerprint(args)
     try:
@@ -218,7 +209,7 @@ def _audit_call(ctx: Any, case: Any, cand: Any, rotation: InputRotation, forbidd
     return AUDIT_CALL, out
 
 
-def _release_memory(ctx: Any) -> None:
+def _release_memory(ctx: Context) -> None:
     if ctx.device == "cuda":
         import torch
 

@@ -3,7 +3,7 @@ are 23_Softmax's at the file's size (4096 x 393216 fp32: 6.4 GB of input, as muc
 
 from __future__ import annotations
 
-from avo.evaluate.rotation_memory import HEADROOM_BYTES, OUTPUT_COPIES, rotation_sets
+from avo.evaluate.worker.rotation_memory import HEADROOM_BYTES, OUTPUT_COPIES, rotation_sets
 
 GB = 10**9
 SOFTMAX = 4096 * 393216 * 4

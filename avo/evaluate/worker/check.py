@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from avo.evaluate.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate import guards
 from avo.evaluate.result import CaseResult
-from avo.evaluate.stage_clock import stage
+from avo.evaluate.worker.candidate import Candidate, Context, classify
+from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.stage_clock import stage
+from avo.tasks.base import relative_error
 
 
-def compile_candidate(ctx: Any, cand: Any) -> None:
+def compile_candidate(ctx: Context, cand: Candidate) -> None:
     """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
     if ctx.compile_pool is None or cand.cuda:
         return
-    from avo.evaluate.precompile import compile_ahead, meta_calls
+    from avo.evaluate.worker.precompile import compile_ahead, meta_calls
 
     ctx.progress.mark("compile", "ahead", cand.index)
     with stage(cand.result.stage_s, "compile"):
@@ -27,7 +30,7 @@ def compile_candidate(ctx: Any, cand: Any) -> None:
         cand.sentinel.verify("compile")
 
 
-def check_candidate(ctx: Any, cand: Any, forbidden: frozenset[str]) -> None:
+def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
     """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
     task = ctx.task
     with stage(cand.result.stage_s, "check"):
@@ -38,12 +41,9 @@ def check_candidate(ctx: Any, cand: Any, forbidden: frozenset[str]) -> None:
         cand.sentinel.verify("check")
 
 
-def check_case(ctx: Any, cand: Any, case: Any, inputs: tuple, forbidden: frozenset[str],
+def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
                suite: str, ref: Any = None) -> CaseResult:
     """One watched call on `inputs`, compared with `ref` (default: the task's exact reference on them)."""
-    from avo.evaluate import guards
-    from avo.evaluate.worker import classify
-
     task = ctx.task
     tolerance = task.tolerance(case.dtype)
     row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
@@ -64,8 +64,6 @@ def check_case(ctx: Any, cand: Any, case: Any, inputs: tuple, forbidden: frozens
     except CaseFailure as failure:
         row.correct, row.message = False, failure.message
         if failure.rule == "check.mismatch":
-            from avo.tasks import relative_error
-
             row.rel_err = relative_error(out, ref)
         cand.failures.append(failure)
     return row

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from avo.evaluate import precompile  # noqa: E402
+from avo.evaluate.worker import precompile  # noqa: E402
 from avo.gpus import PROFILES  # noqa: E402
 from avo.profile.triton_capture import target_driver  # noqa: E402
 
@@ -124,7 +124,7 @@ def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_th
 def test_the_pool_exists_only_where_compiling_ahead_applies():
     from types import SimpleNamespace
 
-    from avo.evaluate.worker import _compile_pool
+    from avo.evaluate.worker.evaluation import _compile_pool
 
     class Task:
         compile_ahead = True
@@ -145,10 +145,10 @@ def test_the_builtin_tasks_compile_ahead_for_every_case_of_both_suites(h200):
     """The gemm seed over the real check and bench suites: each case's wrapper runs on meta tensors, and every
     specialization it meets is compiled (none is left for the first launch)."""
     from avo import tasks
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
 
     task = tasks.load("gemm")
-    entry = load_entry(Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "triton_naive", "gemm")
+    entry = load_entry(Path(__file__).resolve().parents[3] / "kernels" / "gemm" / "triton_naive", "gemm")
     calls = precompile.meta_calls(task, entry, ["check", "bench", "bench"])
     assert len(calls) == len(task.cases("check")) + len(task.cases("bench"))
     outcome = precompile.compile_ahead(precompile.CompilePool(2), calls)

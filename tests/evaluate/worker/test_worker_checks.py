@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from avo.evaluate.correctness import (CaseFailure, checked_call, poison, poison_allocations, poisoned_mask,
+from avo.evaluate.worker.correctness import (CaseFailure, checked_call, poison, poison_allocations, poisoned_mask,
                                       verify_output)
 from avo.evaluate.guards import Rejection
 from avo.tasks.gemm import GemmTask

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from avo.evaluate.loader import CandidateLoadError, defines_entry, load_entry
+from avo.evaluate.worker.loader import CandidateLoadError, defines_entry, load_entry
 
-KERNELS = Path(__file__).parent / "kernels"
+KERNELS = Path(__file__).parents[1] / "kernels"
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:
