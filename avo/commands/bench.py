@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
         from avo.config import EvalConfig
         from avo.evaluate.harness import Evaluator
-        from avo.tasks.kernelbench import BASELINES, with_options
+        from avo.tasks.kernelbench.spec import BASELINES, with_options
 
         if Path(kernel).is_dir():
             from avo.commands.bench_folder import bench_folder

@@ -68,11 +68,11 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
-        from avo.tasks.kernelbench import absolute_spec
+        from avo.tasks.kernelbench.spec import absolute_spec
 
         config.kernel = absolute_spec(config.kernel)
     if ops is not None:
-        from avo.tasks.kernelbench import with_options
+        from avo.tasks.kernelbench.spec import with_options
 
         config.kernel = with_options(config.kernel, ops=ops)
     task = load_task(config.kernel)

@@ -64,7 +64,7 @@ class Evaluator:
 
     def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None):
         if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
-            from avo.tasks.kernelbench import absolute_spec
+            from avo.tasks.kernelbench.spec import absolute_spec
 
             task_spec = absolute_spec(task_spec)
         self.task_spec = task_spec

@@ -27,7 +27,7 @@ def load(spec: str) -> Task:
         if not path.is_file():
             raise UserError(f"task file not found: {path}")
         try:
-            from avo.tasks.kernelbench import KernelBenchTask
+            from avo.tasks.kernelbench.task import KernelBenchTask
         except ImportError:
             raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
         return KernelBenchTask.from_spec(spec)

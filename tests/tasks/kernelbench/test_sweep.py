@@ -3,7 +3,7 @@ KernelBench problems in tests/evaluate/test_kernelbench_users.py and tests/agent
 
 from __future__ import annotations
 
-from avo import sweep
+from avo.tasks.kernelbench import sweep
 
 
 def test_fast_p_counts_correct_rows_faster_than_p_over_all_rows():

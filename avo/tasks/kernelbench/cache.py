@@ -10,11 +10,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 RULES_VERSION = 3
 """Bump when what a measurement holds, or how sizes are chosen, changes."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One size of the problem, measured on the meta device (sizes in the cast dtype)."""
+
+    signature: tuple
+    output_shape: tuple[int, ...]
+    output_dtype: str
+    flops: float
+    input_bytes: int
+    output_bytes: int
+    param_bytes: int
+    elements: int
+    """Input, output and parameter elements together: what the interpreter has to chew through."""
 
 
 def cache_root() -> Path:
@@ -54,16 +70,14 @@ class MeasureCache:
     def __contains__(self, key: str) -> bool:
         return key in self.entries
 
-    def get(self, key: str) -> Any:
-        from avo.tasks.kernelbench_problem import Measure
-
+    def get(self, key: str) -> Measure | None:
         entry = self.entries[key]
         if entry is None:
             return None
         return Measure(**{**entry, "signature": _decode_signature(entry["signature"]),
                           "output_shape": tuple(entry["output_shape"])})
 
-    def put(self, key: str, measured: Any) -> None:
+    def put(self, key: str, measured: Measure | None) -> None:
         if measured is None:
             self.entries[key] = None
         else:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from avo.errors import UserError
-from avo.tasks.kernelbench_problem import Measure, measure_of
+from avo.tasks.kernelbench.cache import Measure
+from avo.tasks.kernelbench.problem import measure_of
 
 PARAM_SEED = 0
 CALL_SEED = 1

@@ -17,13 +17,12 @@ import itertools
 import re
 import sys
 import types
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from avo.errors import UserError
-from avo.tasks.kernelbench_cache import MeasureCache
-from avo.tasks.kernelbench_sizes import knob_size
+from avo.tasks.kernelbench.cache import Measure, MeasureCache
+from avo.tasks.kernelbench.sizes import knob_size
 
 FORMAT = "a KernelBench-format file defines class Model(nn.Module), get_inputs() and get_init_inputs()"
 INIT_ONLY_KNOB_MIN = 16
@@ -148,21 +147,6 @@ def find_knobs(module: types.ModuleType, derived: dict | None = None) -> list[st
     knobs += [n for n in by_init if n not in knobs and n not in frozen and is_size(vars(module).get(n))
               and knob_size(vars(module)[n]) >= INIT_ONLY_KNOB_MIN]
     return knobs
-
-
-@dataclass(frozen=True)
-class Measure:
-    """One size of the problem, measured on the meta device (sizes in the cast dtype)."""
-
-    signature: tuple
-    output_shape: tuple[int, ...]
-    output_dtype: str
-    flops: float
-    input_bytes: int
-    output_bytes: int
-    param_bytes: int
-    elements: int
-    """Input, output and parameter elements together: what the interpreter has to chew through."""
 
 
 def measure_of(inputs: tuple, out: Any, model: Any, flops: float) -> Measure:

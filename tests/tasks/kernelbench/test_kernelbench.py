@@ -13,8 +13,9 @@ from avo import tasks
 from avo.errors import UserError
 from avo.evaluate import guards
 from avo.tasks import relative_error
-from avo.tasks.kernelbench import TINY_ELEMENTS, KernelBenchTask, absolute_spec, with_options
-from avo.tasks.kernelbench_sizes import second_sizes
+from avo.tasks.kernelbench.spec import absolute_spec, with_options
+from avo.tasks.kernelbench.task import TINY_ELEMENTS, KernelBenchTask
+from avo.tasks.kernelbench.sizes import second_sizes
 
 PROBLEMS = Path(__file__).parent / "kb_problems"
 BROKEN = PROBLEMS / "broken"
@@ -350,7 +351,7 @@ def test_the_second_check_size_is_ragged_where_the_file_allows():
     """A kernel that drops the sums of a row's last, partial block must meet a size that is a multiple of 8 but not of
     64 or 128 on the GPU too: 23_Softmax's file size (4096 x 393216) and its three quarters (3072 x 294912) are both
     multiples of every usual block."""
-    task = tasks.load(str(Path(__file__).resolve().parents[2] / "examples" / "kernelbench" / "problems"
+    task = tasks.load(str(Path(__file__).resolve().parents[3] / "examples" / "kernelbench" / "problems"
                           / "23_Softmax.py"))
     second = task.cases("check")[3].params["sizes"]
     assert second == {"batch_size": 3064, "dim": 294904}

@@ -1,10 +1,8 @@
 """Any KernelBench-format problem: a file with `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`; the
 candidate's kernel.py defines `ModelNew` with Model's constructor.
 
-Spec: `path/to/problem.py`, optionally with options `path/to/problem.py?baseline=compile&dtype=bfloat16`:
-`baseline` eager (default: Model in eager PyTorch) or compile (torch.compile(Model)); `dtype` casts floating inputs
-and parameters (default: the file's own dtypes); `ops` strict (default: every compute op is the candidate's own) or
-partial (torch ops allowed for the parts the candidate does not replace; it is still scored against the whole Model).
+Options after the path (`problem.py?baseline=compile&dtype=bfloat16`): see spec.py; under `ops=partial` the
+candidate is still scored against the whole Model.
 
 Fixes to the format's known holes: correctness is a relative norm (all zeros never pass); the check suite draws
 several input sets and, where the file's size constants allow, a second size; the reference never runs on the
@@ -21,11 +19,12 @@ from typing import Any
 
 from avo.errors import UserError
 from avo.tasks.base import Case
-from avo.tasks.kernelbench_cache import cache_root
-from avo.tasks.kernelbench_models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
+from avo.tasks.kernelbench.cache import Measure, cache_root
+from avo.tasks.kernelbench.models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
                                           rng_devices, run_library, run_reference, settle)
-from avo.tasks.kernelbench_problem import Measure, Problem, cast_input, signature
-from avo.tasks.kernelbench_sizes import downsized, format_size, second_sizes
+from avo.tasks.kernelbench.problem import Problem, cast_input, signature
+from avo.tasks.kernelbench.sizes import downsized, format_size, second_sizes
+from avo.tasks.kernelbench.spec import BASELINES, DTYPES, OPS, absolute_spec, parse_spec
 
 # Relative-norm bounds. Measured on CPU against float64 (512x4096 @ 4096x1024 + bias + ReLU, a 3x3 conv + batch
 # norm, layer norm, softmax): fp32 exact ~2e-7; TF32 or fp16 arithmetic 2e-4..3e-4; bf16 arithmetic 1.7e-3..2.3e-3.
@@ -34,10 +33,6 @@ from avo.tasks.kernelbench_sizes import downsized, format_size, second_sizes
 TOLERANCE = {"float64": 1e-9, "float32": 1e-3, "float16": 2e-3, "bfloat16": 1e-2}
 EXACT = ("int8", "int16", "int32", "int64", "uint8", "bool")
 """Output dtypes compared exactly."""
-DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16",
-          "bfloat16": "bfloat16", "bf16": "bfloat16"}
-BASELINES = ("eager", "compile")
-OPS = ("strict", "partial")
 CHECK_DRAWS = 3
 """Input sets drawn at the file's own size in the check suite."""
 TINY_ELEMENTS = 1 << 15
@@ -45,46 +40,6 @@ TINY_ELEMENTS = 1 << 15
 BENCH_INPUT_COPIES = 3
 """Input copies alive on the GPU at the least while timing (one source set and its two rotation slots); the bench
 stage keeps more sets in rotation where free memory allows (evaluate/worker/rotation_memory.py)."""
-
-
-def parse_spec(spec: str) -> tuple[Path, dict[str, str]]:
-    """`problem.py?baseline=compile&dtype=bf16` -> (path, {"baseline": "compile", "dtype": "bfloat16"})."""
-    path_text, _, query = spec.partition("?")
-    options: dict[str, str] = {}
-    for part in filter(None, query.split("&")):
-        key, _, value = part.partition("=")
-        if key == "baseline" and value in BASELINES:
-            options[key] = value
-        elif key == "dtype" and value in DTYPES:
-            options[key] = DTYPES[value]
-        elif key == "ops" and value in OPS:
-            options[key] = value
-        else:
-            raise UserError(f"unknown task option '{part}' in {spec}: use baseline=eager|compile, "
-                            "dtype=float32|float16|bfloat16 and ops=strict|partial")
-    return Path(path_text), options
-
-
-def absolute_spec(spec: str) -> str:
-    """The spec with its path made absolute, so it means the same file from any working directory."""
-    path, options = parse_spec(spec)
-    query = "&".join(f"{k}={v}" for k, v in sorted(options.items()))
-    return str(path.resolve()) + (f"?{query}" if query else "")
-
-
-def with_options(spec: str, **options: str | None) -> str:
-    """`spec` made absolute with options set (None leaves one as it is): how a CLI flag such as `--baseline
-    compile` becomes part of the task spec that travels to the evaluator and the profiler."""
-    path, current = parse_spec(spec)
-    given = {k: v for k, v in options.items() if v is not None}
-    if path.suffix != ".py":  # a built-in task: left as it is
-        if given:
-            flags = ", ".join(f"--{k}" for k in given)
-            raise UserError(f"{flags} applies to KernelBench-format .py tasks only, not '{spec}'")
-        return spec
-    query = "&".join(f"{k}={v}" for k, v in given.items())
-    _, checked = parse_spec(f"{path}?{query}")
-    return absolute_spec(f"{path}?" + "&".join(f"{k}={v}" for k, v in {**current, **checked}.items()))
 
 
 class KernelBenchTask:
