@@ -178,7 +178,7 @@ class Chaos:
                      str(self.seed_dir), "--runs-dir", str(self.runs), "--quiet", "--max-candidates", "1").wait()
             run = self.run_dir()
         from avo.agent.context import lineage_counters
-        from avo.run import Run
+        from avo.run.directory import Run
 
         opened = Run(run)
         count = lineage_counters(opened.lineage)["candidates"] + extra_candidates
@@ -194,7 +194,7 @@ class Chaos:
 
     def verify(self) -> dict:
         from avo.agent.acceptance import noise
-        from avo.run import Run
+        from avo.run.directory import Run
 
         self.avo("runs", "--runs-dir", str(self.runs)).wait()  # any start sweeps the killed ones' temp folders
         left = sorted(p.name for p in self.tmp.iterdir() if p.name.startswith("avo-"))

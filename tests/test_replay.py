@@ -10,7 +10,7 @@ from avo import replay_view
 from avo.cli import main
 from avo.config import RunConfig
 from avo.replay import Timeline, build
-from avo.run import Run
+from avo.run.directory import Run
 
 HAS_GPU = torch.cuda.is_available()
 

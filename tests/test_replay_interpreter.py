@@ -12,7 +12,7 @@ from replay_runs import copy_run, tiny_real_run
 from avo.cli import main
 from avo.replay import build
 from avo.replay_rebench import choose
-from avo.run import Run
+from avo.run.directory import Run
 
 pytestmark = pytest.mark.slow
 

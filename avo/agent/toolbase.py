@@ -34,7 +34,7 @@ class ToolContext:
     gpu: Any
     """avo.gpus.GpuProfile"""
     run: Any = None
-    """avo.run.Run, when tools run inside a run."""
+    """avo.run.directory.Run, when tools run inside a run."""
     lineage: Any = None
     evaluator: Any = None
     config: Any = None

@@ -50,7 +50,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     from avo.agent.toolbase import ToolContext, collect
     from avo.config import RunConfig
     from avo.gpus import resolve
-    from avo.run import Run
+    from avo.run.directory import Run
 
     out = out or sys.stdout
     say = lambda line: print(line, file=out, flush=True)  # noqa: E731
@@ -200,7 +200,7 @@ def transcript_of(ref: str, runs_dir: Path) -> Path:
         return path
     if (path / "transcript.jsonl").is_file():
         return path / "transcript.jsonl"
-    from avo.run import Run
+    from avo.run.directory import Run
 
     return Run.open(ref, runs_dir).path / "transcript.jsonl"
 

@@ -26,7 +26,7 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
     from avo.commands.bench_folder import load_problem
     from avo.commands.evolve import evolve
     from avo.config import RunConfig
-    from avo.run import Run, check_run_id
+    from avo.run.directory import Run, check_run_id
     from avo.tasks.kernelbench.spec import with_options
 
     out = out or sys.stdout

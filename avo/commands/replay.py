@@ -25,7 +25,7 @@ def replay(
 ) -> None:
     """The run as a timeline: each step's phase, tool calls, rationale, result and the best fitness so far."""
     from avo import replay_view as timeline
-    from avo.run import Run
+    from avo.run.directory import Run
 
     modes = [name for name, on in (("--step", step is not None), ("--follow", follow), ("--rebench", rebench),
                                    ("--redrive", redrive)) if on]

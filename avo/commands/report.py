@@ -19,7 +19,7 @@ def report(
 ) -> None:
     """Figures (fitness over time and candidates, TFLOPS per case, status counts) and report.md; or one HTML file."""
     from avo.report import write_report
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:

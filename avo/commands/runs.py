@@ -42,7 +42,7 @@ def runs(runs_dir: Path = RUNS_DIR) -> None:
     from rich.table import Table
 
     from avo.errors import UserError
-    from avo.run import list_runs
+    from avo.run.directory import list_runs
 
     table = Table("run", "task", "GPU", "agent", "candidates ok/failed", "best fitness", "state", "started",
                   title=f"runs in {runs_dir}")
@@ -70,7 +70,7 @@ def show(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
          cid: str | None = typer.Argument(None, help="A candidate: cid, best, baseline, cid^ or a git revision."),
          runs_dir: Path = RUNS_DIR) -> None:
     """A run's summary, or one candidate: status, fitness, per-case results, rationale, files."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -139,7 +139,7 @@ def diff(a: str = typer.Argument(..., help="best, baseline, a cid, cid^, or a gi
          as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
          runs_dir: Path = RUNS_DIR) -> None:
     """Code diff A -> B (avo.json left out), per-case TFLOPS of A and B with their ratio, and both statuses."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -204,7 +204,7 @@ def rollback(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
              cid: str = typer.Argument(..., help="The candidate main and the workspace go back to."),
              runs_dir: Path = RUNS_DIR) -> None:
     """Move main and the run's working copy back to CID. Every candidate stays in the lineage."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -223,8 +223,8 @@ def export(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
            output: Path = typer.Option(..., "-o", "--output", help="The file to write (a tar)."),
            runs_dir: Path = RUNS_DIR) -> None:
     """Write the run as one file: a git bundle of its lineage plus its JSON files and transcript."""
-    from avo.run import Run
-    from avo.run_archive import export_run
+    from avo.run.directory import Run
+    from avo.run.archive import export_run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -237,7 +237,7 @@ def export(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
 def import_(file: Path = typer.Argument(..., help="A file written by `avo export`."),
             runs_dir: Path = RUNS_DIR) -> None:
     """Recreate an exported run under --runs-dir."""
-    from avo.run_archive import import_run
+    from avo.run.archive import import_run
 
     run = import_run(file, runs_dir)
     print(f"imported {run.id} into {runs_dir} ({len(run.lineage)} candidates)")

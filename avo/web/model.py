@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from avo.lineage_format import CID_PATTERN
+from avo.run.lineage.records import CID_PATTERN
 from avo.replay import Marker, Step, build
 from avo.replay_rebench import recorded_eval
 from avo.web.diffs import diff_table

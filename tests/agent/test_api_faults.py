@@ -18,7 +18,7 @@ from avo.agent.models.openai_compat import OpenAICompatModel
 from avo.agent.models.retry import RetryPolicy
 from avo.agent.stops import BudgetExhausted
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 START = [Message(role="user", text="start")]
 

@@ -12,7 +12,7 @@ from agent_loopback import Loopback, anthropic_turn, openai_turn, sequence
 from read_only import read_only_tree
 import avo.commands.evolve as evolve_command
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 SECRET = "sk-ant-test-0123456789-secret"
 

@@ -10,7 +10,7 @@ import pytest
 from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
 import avo.commands.evolve as evolve_command
 from avo.cli import main
-from avo.run import Run, list_runs
+from avo.run.directory import Run, list_runs
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = REPO / "examples" / "kernelbench" / "problems" / "12_Gemm_Multiply_LeakyReLU.py"

@@ -13,7 +13,7 @@ from agent_fakes import FakeEvaluator
 from avo.cli import main
 from avo.errors import UserError
 from avo.gpus import PROFILES
-from avo.run import list_runs
+from avo.run.directory import list_runs
 from avo.seed_target import check_seed_for_gpu, hopper_only_instructions
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"

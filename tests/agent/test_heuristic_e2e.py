@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from avo.agent.heuristic.knobs import parse_point_tag
-from avo.run import Run
+from avo.run.directory import Run
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import avo.commands.evolve as evolve_command
 from avo.agent.heuristic.knobs import parse_knobs, point_of
 from avo.cli import main
 from avo.evaluate.result import CaseResult, EvalResult
-from avo.run import Run
+from avo.run.directory import Run
 from avo.tasks.base import Case
 
 SEED = '''"""A stand-in GEMM whose knobs the fake evaluator scores."""

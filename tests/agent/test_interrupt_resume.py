@@ -17,7 +17,7 @@ from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
 from agent_loopback import Loopback, anthropic_turn, sequence
 import avo.commands.evolve as evolve_command
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -128,7 +128,7 @@ def test_a_confirmation_cut_short_is_finished_on_resume(tmp_path, monkeypatch, c
 
 
 def test_a_baseline_cut_short_after_its_commit_is_finished_on_resume(tmp_path, monkeypatch):
-    from avo.lineage import Lineage
+    from avo.run.lineage.repo import Lineage
 
     seed = write_seed(tmp_path / "seed")
     monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))

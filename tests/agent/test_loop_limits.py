@@ -13,7 +13,7 @@ import avo.commands.evolve as evolve_command
 from avo.agent.live import RunView
 from avo.cli import main
 from avo.evaluate.result import CaseResult, EvalResult
-from avo.run import Run
+from avo.run.directory import Run
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from web_runs import PAYLOAD, xss_run
 import avo
 from avo.cli import main
 from avo.config import RunConfig
-from avo.run import Run
+from avo.run.directory import Run
 from avo.web.model import predicted_gain
 from avo.web.report import write_html
 from avo.web.server import Site, make_server

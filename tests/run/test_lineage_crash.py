@@ -12,13 +12,13 @@ from pathlib import Path
 
 from lineage_fakes import fsck_problems
 
-from avo.lineage import Lineage, content_hash
+from avo.run.lineage.repo import Lineage, content_hash
 
 WRITER = r"""
 import os, random, signal, sys
 from pathlib import Path
 from avo.evaluate.result import EvalResult
-from avo.lineage import Lineage
+from avo.run.lineage.repo import Lineage
 
 lineage, src, mode = Lineage.open(Path(sys.argv[1])), Path(sys.argv[2]), sys.argv[3]
 if mode == "die-before-ref":  # objects written, ref not yet: the worst moment

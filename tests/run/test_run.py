@@ -18,8 +18,8 @@ from lineage_fakes import result, write_candidate
 
 from avo.config import RunConfig
 from avo.errors import UserError
-from avo.lineage import Lineage
-from avo.run import Run, list_runs
+from avo.run.lineage.repo import Lineage
+from avo.run.directory import Run, list_runs
 
 
 def make_run(runs_dir: Path, **kwargs) -> Run:
@@ -136,7 +136,7 @@ def test_transcript_survives_a_torn_line(tmp_path):
 HOLDER = """
 import sys, time
 from pathlib import Path
-from avo.run import Run
+from avo.run.directory import Run
 run = Run.open(sys.argv[1], Path(sys.argv[2]))
 with run.lock():
     print("locked", flush=True)

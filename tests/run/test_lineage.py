@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from lineage_fakes import fsck_problems, result, write_candidate
 
 from avo.errors import UserError
-from avo.lineage import Lineage, content_hash, parse_message
+from avo.run.lineage.repo import Lineage, content_hash, parse_message
 
 
 def git(lineage: Lineage, *args: str) -> str:

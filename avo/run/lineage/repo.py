@@ -5,7 +5,7 @@ evaluation summary). The commit's parent is the parent candidate's commit, its a
 line and `Avo-*` trailers. Refs: `refs/avo/<cid>` for every candidate, `refs/accepted/<cid>` once accepted, branch
 `main` (the incumbent line), tags `baseline` and `best`. Git holds the truth; nothing here is duplicated in JSON.
 
-Crash safety: objects are written first (lineage_objects.py: each one atomically, by rename), the candidate's ref
+Crash safety: objects are written first (objects.py: each one atomically, by rename), the candidate's ref
 last, so a process killed at any point leaves either the whole candidate or only unreferenced objects that `git fsck`
 does not mind. Ref updates that belong together (accept: marker, best, main) go through one `git update-ref --stdin` transaction.
 One writer per lineage (the run lock guarantees it); any number of readers.
@@ -27,11 +27,11 @@ from gitdb import LooseObjectDB
 
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
-from avo.lineage_format import (  # noqa: F401  (content_hash, cid_for, cid_number: part of this module's interface)
+from avo.run.lineage.records import (  # noqa: F401  (content_hash, cid_for, cid_number: part of this module's interface)
     CID_PATTERN, COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, cid_for, cid_number, content_hash,
     message_for, model_name, parse_message, record_bytes, record_for, tidy_rationale,
 )
-from avo.lineage_objects import run_git, write_commit, write_tree
+from avo.run.lineage.objects import run_git, write_commit, write_tree
 
 _REV_PATTERN = re.compile(r"(best|baseline|main|c\d{4,})([~^].*)?")
 _PACK_REFS_EVERY = 500  # loose refs are packed now and then so listing 10,000 candidates stays one file read

@@ -2,7 +2,7 @@
 
     run.json          config, versions, GPU, agent, seed, state, times, candidate counters (rewritten atomically)
     transcript.jsonl  append-only event log, one JSON object per line with "ts", flushed and fsynced per event
-    lineage/          bare git repository of every candidate (avo.lineage)
+    lineage/          bare git repository of every candidate (avo/run/lineage/)
     evals/<cid>.json  full EvalResult per candidate (held-eval.json holds one between its scoring and its commit)
     profiles/ report/ workspace/ notes.md   profiler output, reports, the agent's working copy, the agent's memory
     lock              holder PID, host, start time; the lock itself is an flock, released by the kernel on any exit
@@ -28,9 +28,9 @@ from avo.config import RunConfig, stored_run_config
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.util.atomic import write_text_atomic
-from avo.lineage import Lineage, cid_for, cid_number
-from avo.run_lock import RunLock
-from avo.run_transcript import Transcript
+from avo.run.lineage.repo import Lineage, cid_for, cid_number
+from avo.run.lock import RunLock
+from avo.run.transcript import Transcript
 
 STATES = ("created", "running", "stopped", "finished", "failed")
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from avo.util import procs
 from avo.errors import UserError
-from avo.lineage import Lineage
-from avo.lineage_objects import run_git
-from avo.run import Run, check_run_id, now, write_json_atomic
+from avo.run.lineage.repo import Lineage
+from avo.run.lineage.objects import run_git
+from avo.run.directory import Run, check_run_id, now, write_json_atomic
 
 FORMAT = "avo-run-export"
 _TOP_FILES = ("run.json", "transcript.jsonl", "notes.md")

@@ -17,7 +17,7 @@ from git.objects.fun import tree_to_stream
 from gitdb import LooseObjectDB
 from gitdb.base import IStream
 
-from avo.lineage_format import COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, candidate_files
+from avo.run.lineage.records import COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, candidate_files
 
 
 def write_tree(odb: LooseObjectDB, src_dir: Path, record: bytes) -> str:
