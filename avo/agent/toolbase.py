@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from avo.agent.models.base import ToolSpec
 
-TOOL_MODULES = ("avo.agent.tools", "avo.profile.tools", "avo.docs")
+TOOL_MODULES = ("avo.agent.tools", "avo.profile.tools", "avo.docs.library")
 
 
 class ToolError(Exception):

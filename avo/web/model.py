@@ -1,6 +1,6 @@
 """What the web pages show, read from a run directory: nothing here writes to a run.
 
-The run page reuses `avo.report.gather` (the same points, budget and provenance as `avo report`). The candidate page
+The run page reuses `avo.report.build.gather` (the same points, budget and provenance as `avo report`). The candidate page
 adds what only the transcript knows: the agent's turns that led to a candidate, and the profile and compile reports
 taken of it.
 """
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from avo.run.lineage.records import CID_PATTERN
-from avo.replay import Marker, Step, build
-from avo.replay_rebench import recorded_eval
+from avo.replay.timeline import Marker, Step, build
+from avo.replay.rebench import recorded_eval
 from avo.web.diffs import diff_table
 
 EDIT_TOOLS = frozenset({"edit_file", "write_file", "shell"})

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from markupsafe import Markup, escape
 
-from avo.report import ACCEPTED_COLOR, STATUS_COLOR
+from avo.report.build import ACCEPTED_COLOR, STATUS_COLOR
 
 WIDTH, HEIGHT = 920, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 14, 42

@@ -9,7 +9,7 @@ from replay_runs import gpu_shaped_run
 
 from avo.cli import main
 from avo.config import RunConfig
-from avo.report import gather
+from avo.report.build import gather
 from avo.run.directory import Run
 
 FIGURES = ("fitness.png", "cases.png", "status.png")

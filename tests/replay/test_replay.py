@@ -6,10 +6,10 @@ import pytest
 import torch
 from replay_runs import gpu_shaped_run
 
-from avo import replay_view
+from avo.replay import view as replay_view
 from avo.cli import main
 from avo.config import RunConfig
-from avo.replay import Timeline, build
+from avo.replay.timeline import Timeline, build
 from avo.run.directory import Run
 
 HAS_GPU = torch.cuda.is_available()

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from avo.errors import UserError
-from avo.replay import Call, Marker, Step, Timeline, build, tail
+from avo.replay.timeline import Call, Marker, Step, Timeline, build, tail
 
 PHASE_STYLE = {"observe": "cyan", "orient": "magenta", "decide": "yellow", "act": "bold green"}
 

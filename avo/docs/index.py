@@ -1,6 +1,6 @@
 """One BM25 index of the docs (bm25s): how text is split into words and stemmed, what identifies a file's
-version, and the index itself, cached on disk and rebuilt when a source file changes. docs.py puts the shipped
-corpus and the user's documents together over it."""
+version, and the index itself, cached on disk and rebuilt when a source file changes. The library puts the shipped
+corpus and the user's documents together over it (library.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from avo.doc_chunks import Chunk, chunk_file
+from avo.docs.chunks import Chunk, chunk_file
 
 log = logging.getLogger("avo.docs")
 

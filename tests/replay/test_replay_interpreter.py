@@ -10,8 +10,8 @@ from matplotlib import image
 from replay_runs import copy_run, tiny_real_run
 
 from avo.cli import main
-from avo.replay import build
-from avo.replay_rebench import choose
+from avo.replay.timeline import build
+from avo.replay.rebench import choose
 from avo.run.directory import Run
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
-from avo.replay_rebench import recorded_eval
+from avo.replay.rebench import recorded_eval
 
 STATUS_COLOR = {"correct": "#2b8cbe", "incorrect": "#e6550d", "compile_error": "#756bb1", "timeout": "#d6a300",
                 "crash": "#636363", "rejected": "#de2d26", "not_run": "#9e9ac8"}
@@ -156,8 +156,8 @@ def _usage(events: list[dict]) -> tuple[dict, dict]:
 
 def write_report(run, out_dir: Path | None = None) -> list[Path]:
     """Draw the figures and write report.md; returns the files written."""
-    from avo.report_markdown import markdown
-    from avo.report_plots import cases_figure, fitness_figure, status_figure
+    from avo.report.markdown import markdown
+    from avo.report.plots import cases_figure, fitness_figure, status_figure
 
     out = Path(out_dir) if out_dir is not None else run.report_dir
     try:

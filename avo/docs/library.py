@@ -20,11 +20,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from avo.util.atomic import write_text_atomic
-from avo.doc_chunks import SUFFIXES, Chunk
-from avo.docs_index import Hit, Index
+from avo.docs.chunks import SUFFIXES, Chunk
+from avo.docs.index import Hit, Index
 
 log = logging.getLogger("avo.docs")
-"""The docs' logger (docs_index.py logs to it too): `avo docs` shows its warnings as one line each."""
+"""The docs' logger (index.py logs to it too): `avo docs` shows its warnings as one line each."""
 
 
 def corpus_dir() -> Path:
@@ -34,7 +34,7 @@ def corpus_dir() -> Path:
     import sys
     import sysconfig
 
-    checkout = Path(__file__).resolve().parent.parent / "docs_corpus"
+    checkout = Path(__file__).resolve().parents[2] / "docs_corpus"
     prefixes = [sysconfig.get_path("data"), sys.prefix, site.USER_BASE or ""]
     for candidate in [checkout] + [Path(p) / "share" / "avo" / "docs_corpus" for p in prefixes if p]:
         if candidate.is_dir():

@@ -3,7 +3,7 @@
 A step is one model turn with the tool calls it made and their results. Events outside turns (baseline, session
 start, context reset, supervisor review, API waits, stop) become one-line markers. `Timeline.feed` takes events one by
 one and hands back whatever they complete, so a finished transcript and a live one (`--follow`) render the same way.
-Rendering lives in avo.replay_view.
+Rendering lives in view.py.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from avo import docs
-from avo.doc_chunks import chunk_html, chunk_markdown, chunk_text
+from avo.docs import library as docs
+from avo.docs.chunks import chunk_html, chunk_markdown, chunk_text
 from avo.errors import UserError
 
 # Questions as an engineer would ask them, each with the section that answers it.
@@ -246,7 +246,7 @@ def test_agent_tools_search_and_read(tmp_path, monkeypatch):
     from avo.agent.toolbase import TOOL_MODULES, ToolError
 
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path))
-    assert "avo.docs" in TOOL_MODULES
+    assert "avo.docs.library" in TOOL_MODULES
     tools = {tool.name: tool for tool in docs.tools()}
     assert set(tools) == {"search_docs", "read_doc"}
     schema = tools["search_docs"].spec().input_schema
