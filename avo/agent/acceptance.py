@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from avo.util import procs
-from avo.agent.toolbase import ToolContext
+from avo.agent.tools.base import ToolContext
 
 MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""

@@ -19,7 +19,7 @@ from avo.agent.acceptance import finish_confirmation
 from avo.agent.accounting import cost_usd, redact, secret_values
 from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
 from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
-from avo.agent.toolbase import ToolError
+from avo.agent.tools.base import ToolError
 from avo.errors import UserError
 
 MAX_IDLE_TURNS = 3

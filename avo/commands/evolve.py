@@ -47,7 +47,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     from avo.agent.loop import Agent
     from avo.agent.models.factory import make_model
     from avo.agent.models.retry import RetryPolicy
-    from avo.agent.toolbase import ToolContext, collect
+    from avo.agent.tools.base import ToolContext, collect
     from avo.config import RunConfig
     from avo.gpus import resolve
     from avo.run.directory import Run

@@ -89,8 +89,8 @@ def test_a_wrapper_that_raises_before_launching_is_reported():
 
 
 def test_gemm_seed_shows_tensor_core_mma_and_zero_spills_through_the_agent_tool():
-    from avo.agent.toolbase import ToolContext
-    from avo.profile.tools import InspectArgs, inspect_compile
+    from avo.agent.tools.base import ToolContext
+    from avo.agent.tools.profile import InspectArgs, inspect_compile
 
     ctx = ToolContext(workspace=GEMM_SEED, task_spec="gemm", device="interpret", gpu=H200)
     text, data = inspect_compile(ctx, InspectArgs())
@@ -105,8 +105,8 @@ def test_gemm_seed_shows_tensor_core_mma_and_zero_spills_through_the_agent_tool(
 
 
 def test_the_tma_persistent_seed_compiles_to_wgmma_and_tma_for_hopper_without_a_gpu():
-    from avo.agent.toolbase import ToolContext
-    from avo.profile.tools import InspectArgs, inspect_compile
+    from avo.agent.tools.base import ToolContext
+    from avo.agent.tools.profile import InspectArgs, inspect_compile
 
     seed = HERE.parents[1] / "kernels" / "gemm" / "triton_tma_persistent"
     ctx = ToolContext(workspace=seed, task_spec="gemm", device="interpret", gpu=H200)

@@ -7,8 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from avo.agent import tools as t
-from avo.agent.toolbase import ToolContext, ToolError, collect
+from avo.agent.tools import workspace as t
+from avo.agent.tools.notes import NoteArgs, note
+from avo.agent.tools.shell import ShellArgs, shell
+from avo.agent.tools.base import ToolContext, ToolError, collect
 from avo.config import RunConfig
 
 
@@ -66,8 +68,8 @@ def test_read_write_edit_list(ctx):
 
 def test_note_appends_to_the_runs_memory(ctx, tmp_path):
     ctx.run = SimpleNamespace(notes_path=tmp_path / "notes.md")
-    t.note(ctx, t.NoteArgs(text="num_stages 4 spills"))
-    t.note(ctx, t.NoteArgs(text="BLOCK_K 128 is out of shared memory"))
+    note(ctx, NoteArgs(text="num_stages 4 spills"))
+    note(ctx, NoteArgs(text="BLOCK_K 128 is out of shared memory"))
     lines = (tmp_path / "notes.md").read_text().splitlines()
     assert len(lines) == 2 and lines[0].endswith("num_stages 4 spills")
 
@@ -75,14 +77,14 @@ def test_note_appends_to_the_runs_memory(ctx, tmp_path):
 def test_shell_is_off_unless_allowed_and_scrubs_the_environment(ctx, monkeypatch):
     assert "shell" not in collect(lambda tool: tool.name != "shell" or ctx.config.agent.allow_shell)
     with pytest.raises(ToolError, match="disabled"):
-        t.shell(ctx, t.ShellArgs(command="true"))
+        shell(ctx, ShellArgs(command="true"))
     ctx.config = RunConfig.model_validate({"agent": {"allow_shell": True}})
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret-value-123")
-    text, data = t.shell(ctx, t.ShellArgs(command="pwd; env"))
+    text, data = shell(ctx, ShellArgs(command="pwd; env"))
     assert data["returncode"] == 0
     assert os.path.realpath(text.splitlines()[1]) == os.path.realpath(ctx.workspace)
     assert "very-secret" not in text and "TRITON_INTERPRET=1" in text
-    _, data = t.shell(ctx, t.ShellArgs(command="sleep 5", timeout_s=0.3))
+    _, data = shell(ctx, ShellArgs(command="sleep 5", timeout_s=0.3))
     assert data["timed_out"] is True
 
 

@@ -17,7 +17,9 @@ from pydantic import BaseModel
 
 from avo.agent.models.base import ToolSpec
 
-TOOL_MODULES = ("avo.agent.tools", "avo.profile.tools", "avo.docs.library")
+TOOL_MODULES = tuple(f"avo.agent.tools.{name}" for name in
+                     ("workspace", "evaluate", "lineage", "notes", "shell", "profile", "docs"))
+"""In the order the model is shown them."""
 
 
 class ToolError(Exception):

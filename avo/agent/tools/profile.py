@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from avo.agent.toolbase import Tool, ToolContext, ToolError
+from avo.agent.tools.base import Tool, ToolContext, ToolError
 from avo.errors import UserError
 from avo.profile import ProfileError
 
