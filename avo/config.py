@@ -151,3 +151,14 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
         return kept
 
     return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """{"budget": {"hours": 1}} -> {"budget.hours": 1}, the shape RunConfig.load takes as overrides."""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key != "prices_usd_per_mtok":
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -137,7 +137,7 @@ def conversation_tokens(system: str, messages: list[Message]) -> int:
     return chars // 4
 
 
-def lineage_counters(lineage) -> dict[str, int]:
+def lineage_counters(lineage) -> tuple[int, int]:
     """Candidates the agent has made (the baseline excluded) and evaluations since the last accepted one."""
     infos = lineage.log()
     since = 0
@@ -145,4 +145,4 @@ def lineage_counters(lineage) -> dict[str, int]:
         if info.accepted or info.cid == lineage.best:
             break
         since += 1
-    return {"candidates": sum(1 for i in infos if i.parent is not None), "since_improvement": since}
+    return sum(1 for i in infos if i.parent is not None), since

@@ -53,9 +53,11 @@ def replay(
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
             show_rescores(console, opened, rows)
         elif redrive:
-            from avo.replay.rebench import redrive as drive
+            from avo.commands.evolve import evolve
+            from avo.replay.rebench import redrive_settings
 
-            raise typer.Exit(drive(opened, runs_dir=runs_dir, device=device, gpu=gpu, quiet=quiet))
+            settings = redrive_settings(opened, runs_dir=runs_dir, device=device, gpu=gpu)
+            raise typer.Exit(evolve(overrides=settings, config_file=None, resume=None, quiet=quiet))
         else:
             timeline.show_timeline(opened, console)
     finally:

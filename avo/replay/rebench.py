@@ -2,8 +2,8 @@
 
 Re-bench checks each chosen candidate out of the lineage into a temporary folder and hands it to today's Evaluator,
 then sets the recorded evaluation beside the new one, each labelled with where its times came from. Re-drive is
-`avo evolve --agent replay --replay-from RUN` with the recorded run's task and settings: a new run whose model turns
-are the recorded ones and whose tool calls (edits, evaluations) happen for real here.
+`avo evolve --agent replay --replay-from RUN` with the recorded run's task and settings (`redrive_settings`): a new
+run whose model turns are the recorded ones and whose tool calls (edits, evaluations) happen for real here.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from avo.util import procs
+from avo.config import flatten
 from avo.errors import UserError
+from avo.util import procs
 from avo.evaluate.result import EvalResult
 
 
@@ -153,10 +154,9 @@ def case_rows(recorded: EvalResult | None, now: EvalResult) -> list[tuple[str, .
     return rows
 
 
-def redrive(run, *, runs_dir: Path, device: str | None, gpu: str | None, quiet: bool, out=None) -> int:
-    """A new run whose model turns are the recorded ones; its tools (edits, evaluations) run for real here."""
-    from avo.commands.evolve import evolve, flatten
-
+def redrive_settings(run, *, runs_dir: Path, device: str | None, gpu: str | None) -> dict:
+    """The flags of a new run whose model turns are the recorded ones (its tools, edits and evaluations, run for
+    real here): the recorded task and settings, the replay agent, and a budget the recorded turns decide."""
     settings = flatten(run.config.model_dump(mode="json"))
     settings.update({
         "runs_dir": str(runs_dir), "agent.kind": "replay", "agent.replay_from": str(run.path),
@@ -164,4 +164,4 @@ def redrive(run, *, runs_dir: Path, device: str | None, gpu: str | None, quiet: 
         "budget.hours": 24.0 * 365, "budget.max_candidates": None, "budget.max_cost": None,
     })
     settings["device"], settings["gpu"] = target(run, device, gpu)
-    return evolve(overrides=settings, config_file=None, resume=None, quiet=quiet, out=out)
+    return settings

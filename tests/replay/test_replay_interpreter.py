@@ -40,7 +40,7 @@ def test_timeline_of_a_real_run(tiny, capsys):
         shown = f"correct, fitness {result.fitness:.4g}" if result.ok else result.status
         assert f"→ {cid} {shown}" in out
     evaluate_steps = [line for line in out.splitlines() if " act " in line and "evaluate" in line]
-    assert len(evaluate_steps) == 2
+    assert len(evaluate_steps) == 2, "\n".join(out.splitlines())
     assert "stop (finished)" in out and "candidate budget of 2 spent" in out
     assert "[interpreter]" in out
 

@@ -11,11 +11,18 @@ import importlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
 from avo.agent.models.base import ToolSpec
+
+if TYPE_CHECKING:
+    from avo.config import RunConfig
+    from avo.evaluate import Evaluator
+    from avo.gpus import GpuProfile
+    from avo.run.directory import Run
+    from avo.run.lineage.repo import Lineage
 
 TOOL_MODULES = tuple(f"avo.agent.tools.{name}" for name in
                      ("workspace", "evaluate", "lineage", "notes", "shell", "profile", "docs"))
@@ -27,22 +34,35 @@ class ToolError(Exception):
 
 
 @dataclass
+class LoopState:
+    """What the loop and the tools share while a run goes on; rebuilt from the run directory on resume."""
+
+    model: str = ""
+    """The model's name, recorded with every candidate it commits."""
+    parent: str | None = None
+    """The candidate the workspace descends from: the parent of the next commit."""
+    candidates: int = 0
+    """Candidates evaluated in this run, the baseline excluded (what --max-candidates counts)."""
+    since_improvement: int = 0
+    """Evaluations since the last accepted candidate (what the supervisor waits for)."""
+    last_confirm: dict | None = None
+    """The side-by-side re-run of the evaluation in progress, until it is written to the transcript."""
+
+
+@dataclass
 class ToolContext:
     """What tools may touch. File tools must stay inside `workspace`."""
 
     workspace: Path
     task_spec: str
     device: str
-    gpu: Any
-    """avo.gpus.GpuProfile"""
-    run: Any = None
-    """avo.run.directory.Run, when tools run inside a run."""
-    lineage: Any = None
-    evaluator: Any = None
-    config: Any = None
-    """avo.config.RunConfig"""
-    state: dict[str, Any] = field(default_factory=dict)
-    """Loop state tools may read or update (best cid, evaluations since last improvement, ...)."""
+    gpu: GpuProfile | None
+    run: Run | None = None
+    """The run, when tools run inside one."""
+    lineage: Lineage | None = None
+    evaluator: Evaluator | None = None
+    config: RunConfig | None = None
+    state: LoopState = field(default_factory=LoopState)
 
 
 ToolFn = Callable[[ToolContext, Any], Any]

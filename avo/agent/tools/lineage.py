@@ -24,7 +24,7 @@ def lineage(ctx: ToolContext, args: LineageArgs):
     """Recent candidates, newest first: status, fitness, accepted or not, and the reason for failures."""
     infos = ctx.lineage.log(limit=args.limit)
     best, baseline = ctx.lineage.best, ctx.lineage.baseline
-    rows = [f"best {best or '-'}, baseline {baseline or '-'}, workspace from {ctx.state.get('parent') or '-'}",
+    rows = [f"best {best or '-'}, baseline {baseline or '-'}, workspace from {ctx.state.parent or '-'}",
             "cid    parent status         fitness  summary"]
     for info in infos:
         mark = "*" if info.cid == best else ("+" if info.accepted else " ")
@@ -81,7 +81,7 @@ def checkout(ctx: ToolContext, args: CheckoutArgs):
     """Replace the workspace with a candidate's files (unsaved edits are lost); later candidates descend from it."""
     cid = ctx.lineage.resolve(args.cid)
     ctx.lineage.checkout(cid, ctx.workspace)
-    ctx.state["parent"] = cid
+    ctx.state.parent = cid
     info = ctx.lineage.info(cid)
     return f"workspace now holds {cid}: {info.summary}", {"cid": cid, "status": info.status, "fitness": info.fitness}
 
