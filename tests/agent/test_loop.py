@@ -26,6 +26,12 @@ def results_sent(model: ScriptedModel, request: int):
     return model.requests[request][1][-1].tool_results
 
 
+def test_the_fake_evaluator_is_an_evaluator():
+    import avo.evaluate
+
+    assert isinstance(FakeEvaluator(), avo.evaluate.Evaluator)
+
+
 def test_a_run_commits_every_candidate_and_answers_bad_calls(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)  # a secret in the environment never reaches the transcript
     model = ScriptedModel([

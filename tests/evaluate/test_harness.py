@@ -179,3 +179,10 @@ def test_the_candidates_bytecode_never_lands_in_its_folder(tmp_path):
     assert r.status == "correct", r.message
     assert not list(folder.rglob("*.pyc"))
 
+
+
+
+def test_the_harness_is_an_evaluator():
+    import avo.evaluate
+
+    assert isinstance(Evaluator("gemm", device="interpret", gpu=PROFILES["h200"]), avo.evaluate.Evaluator)
