@@ -71,6 +71,7 @@ def test_a_run_commits_every_candidate_and_answers_bad_calls(tmp_path, monkeypat
 
 def test_unknown_tools_bad_arguments_and_silence_end_in_a_nudge_then_a_stop(tmp_path):
     model = ScriptedModel([turn(("frobnicate", {"x": 1})), turn(("read_file", {})),
+                           turn(("read_file", {"path": "kernel.py", "mode": "r"})),
                            Turn(text="thinking..."), Turn(text="still"), Turn(text="nothing")])
     done = evolve(fake_session(tmp_path, model)[0])
     assert done.code == 0
@@ -78,7 +79,9 @@ def test_unknown_tools_bad_arguments_and_silence_end_in_a_nudge_then_a_stop(tmp_
     assert unknown.is_error and "unknown tool 'frobnicate'" in unknown.content
     bad = results_sent(model, 2)[0]
     assert bad.is_error and "bad arguments for read_file: path: Field required" in bad.content
-    nudge = model.requests[3][1][-1]
+    extra = results_sent(model, 3)[0]  # a misspelt or invented argument is refused, not ignored
+    assert extra.is_error and "mode: Extra inputs are not permitted" in extra.content
+    nudge = model.requests[4][1][-1]
     assert nudge.role == "user" and "No tool was called" in nudge.text
     assert "called no tool in 3 turns" in done.run.events()[-1]["reason"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from avo.agent.models.base import ToolSpec
 
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 TOOL_MODULES = tuple(f"avo.agent.tools.{name}" for name in
                      ("workspace", "evaluate", "lineage", "notes", "shell", "profile", "docs"))
 """In the order the model is shown them."""
+
+
+class ToolArgs(BaseModel):
+    """A tool's arguments. An unknown key is an error the model reads, so a misspelt argument is never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ToolError(Exception):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext, ToolError
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.docs import library as docs
 from avo.errors import UserError
 
@@ -15,13 +15,13 @@ READ_LIMIT = 12000
 """Characters of a section returned at once; longer sections list their subsection ids instead."""
 
 
-class SearchDocsArgs(BaseModel):
+class SearchDocsArgs(ToolArgs):
     query: str = Field(min_length=1, description="What you want to know, in plain words "
                        "(e.g. 'shared memory per SM on H100', 'triton num_stages').")
     k: int = Field(5, ge=1, le=20, description="How many hits to return.")
 
 
-class ReadDocArgs(BaseModel):
+class ReadDocArgs(ToolArgs):
     id: str = Field(min_length=1, description="A section id from search_docs (e.g. 'hopper#tma-and-mbarrier'), "
                     "or a file key such as 'hopper' for the whole file.")
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from avo.agent.acceptance import evaluate_workspace
-from avo.agent.tools.base import Tool, ToolContext
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext
 
 
-class EvaluateArgs(BaseModel):
+class EvaluateArgs(ToolArgs):
     rationale: str = Field(description="What you changed and why, with the gain you predict (recorded in the lineage)")
 
 

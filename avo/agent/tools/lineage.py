@@ -7,16 +7,16 @@ import difflib
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext
 from avo.agent.tools.workspace import SKIP_DIRS
 from avo.util import procs
 
 MAX_OUTPUT_CHARS = 12_000
 
 
-class LineageArgs(BaseModel):
+class LineageArgs(ToolArgs):
     limit: int = Field(20, ge=1, le=500, description="How many recent candidates to list")
 
 
@@ -35,7 +35,7 @@ def lineage(ctx: ToolContext, args: LineageArgs):
     return "\n".join(rows), data
 
 
-class DiffArgs(BaseModel):
+class DiffArgs(ToolArgs):
     a: str = Field(description="A candidate id (c0003), 'best', 'baseline', or 'cid^' (its parent)")
     b: str = Field("workspace", description="Another candidate, or 'workspace' for the current working copy")
 
@@ -73,7 +73,7 @@ def snapshot(root: Path) -> dict[str, str]:
     return files
 
 
-class CheckoutArgs(BaseModel):
+class CheckoutArgs(ToolArgs):
     cid: str = Field(description="Candidate to restore into the workspace: c0003, 'best', 'baseline', 'cid^'")
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext
 
 
-class NoteArgs(BaseModel):
+class NoteArgs(ToolArgs):
     text: str = Field(description="What to remember: findings, dead ends, ideas to try (kept across context resets)")
 
 

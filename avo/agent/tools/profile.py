@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext, ToolError
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.errors import UserError
 from avo.profile import ProfileError
 
 
-class ProfileArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ProfileArgs(ToolArgs):
     case: int = Field(0, ge=0, description="Index of the bench case to profile (0 = the first bench case).")
 
 
-class InspectArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class InspectArgs(ToolArgs):
+    """No arguments: the working copy, for this run's GPU."""
 
 
 def profile(ctx: ToolContext, args: ProfileArgs):

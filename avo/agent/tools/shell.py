@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext, ToolError
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.util import procs
 
 MAX_OUTPUT_CHARS = 12_000
 
 
-class ShellArgs(BaseModel):
+class ShellArgs(ToolArgs):
     command: str = Field(description="A shell command, run in the workspace")
     timeout_s: float = Field(60.0, gt=0, le=600, description="Seconds before the command is killed")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolContext, ToolError
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 
 MAX_READ_BYTES = 200_000
 SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
@@ -37,7 +37,7 @@ def relative(ctx: ToolContext, target: Path) -> str:
     return target.relative_to(ctx.workspace.resolve()).as_posix() or "."
 
 
-class ReadFileArgs(BaseModel):
+class ReadFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the candidate workspace, e.g. kernel.py")
 
 
@@ -54,7 +54,7 @@ def read_file(ctx: ToolContext, args: ReadFileArgs):
     return f"{rel} ({text.count(chr(10)) + 1} lines):\n{text}", {"path": rel, "text": text}
 
 
-class WriteFileArgs(BaseModel):
+class WriteFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the candidate workspace")
     content: str = Field(description="The complete new content of the file")
 
@@ -70,7 +70,7 @@ def write_file(ctx: ToolContext, args: WriteFileArgs):
     return f"wrote {rel} ({len(args.content)} chars)", {"path": rel, "chars": len(args.content)}
 
 
-class EditFileArgs(BaseModel):
+class EditFileArgs(ToolArgs):
     path: str = Field(description="File path relative to the candidate workspace")
     old: str = Field(description="Exact text to replace; must occur exactly once unless replace_all is set")
     new: str = Field(description="Replacement text")
@@ -96,7 +96,7 @@ def edit_file(ctx: ToolContext, args: EditFileArgs):
     return f"edited {rel}: {replaced} replacement(s)", {"path": rel, "replacements": replaced}
 
 
-class ListFilesArgs(BaseModel):
+class ListFilesArgs(ToolArgs):
     path: str = Field(".", description="Directory relative to the candidate workspace")
 
 

@@ -95,3 +95,9 @@ def test_registry_offers_the_contract_tools_with_schemas():
         assert name in found
     spec = found["edit_file"].spec()
     assert set(spec.input_schema["required"]) == {"path", "old", "new"} and "exact" in spec.description.lower()
+
+
+def test_every_tool_refuses_arguments_it_does_not_know():
+    for tool in collect().values():
+        schema = tool.spec().input_schema
+        assert schema.get("additionalProperties") is False, tool.name
