@@ -17,12 +17,13 @@ from pydantic import ValidationError
 
 from avo.agent import context
 from avo.agent.acceptance import finish_confirmation
-from avo.agent.accounting import cost_usd, redact, secret_values
+from avo.agent.accounting import cost_usd
 from avo.agent.controls import Controls
 from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
 from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
 from avo.agent.tools.base import Tool, ToolContext, ToolError
 from avo.errors import UserError
+from avo.util.secrets import redact, secret_values
 
 if TYPE_CHECKING:
     from avo.agent.context import Situation

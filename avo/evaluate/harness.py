@@ -10,7 +10,6 @@ stderr. Nothing the candidate does can raise here: every outcome is an EvalResul
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
 import subprocess
@@ -22,9 +21,8 @@ from avo.util import procs
 from avo.config import EvalConfig
 from avo.evaluate.result import EvalResult
 from avo.gpus import GpuProfile
+from avo.util.secrets import without_secrets
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "HF_")
 STAGE_GROUP = {"start": "import", "static": "import", "import": "import", "compile": "import", "check": "check",
                "bench": "bench", "done": "done"}
 DONE_GRACE_S = 60.0
@@ -34,17 +32,12 @@ STDERR_TAIL = 3000
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    """The parent's environment minus anything that looks like a credential; TRITON_INTERPRET set by device.
+    """The parent's environment minus its secrets (util/secrets.py); TRITON_INTERPRET set by device.
 
     Inductor (torch.compile, a KernelBench baseline) compiles on the worker's own thread: with a compile pool its
     threads start whenever results come back, at any moment, and the Sentinel would take them for the candidate's
     (seen on the H200: 'subproc_worker_timer' started during the check stage)."""
-    env = {}
-    for name, value in os.environ.items():
-        upper = name.upper()
-        if any(m in upper for m in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES):
-            continue
-        env[name] = value
+    env = without_secrets()
     env.pop("TRITON_INTERPRET", None)
     if device == "interpret":
         env["TRITON_INTERPRET"] = "1"

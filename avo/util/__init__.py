@@ -3,4 +3,6 @@
 - `atomic.py`: files that readers see whole (write to a temp file beside it, fsync, rename).
 - `procs.py`: child processes in a session of their own that die with avo, killed as a group on timeout; temp
   folders swept after a crash.
+- `secrets.py`: which environment variables are secrets: kept from candidates, redacted from transcripts, never
+  passed on by the shell tool.
 """

@@ -96,6 +96,8 @@ def test_endless_loop_times_out_within_its_limit_and_the_next_evaluation_works()
 
 def test_candidate_cannot_see_api_keys(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/user/service-account.json")
+    monkeypatch.setenv("AVO_PROBE_AUTH", "basic dXNlcjpwYXNz")
     monkeypatch.setenv("AVO_PROBE_VISIBLE", "1")
     r = evaluator().evaluate(KERNELS / "env_probe")
     assert r.status == "correct", r.message

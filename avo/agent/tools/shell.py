@@ -3,12 +3,12 @@ timeout, with an environment of a few allowed variables (no API keys)."""
 
 from __future__ import annotations
 
-import os
 
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.util import procs
+from avo.util.secrets import allowed
 
 MAX_OUTPUT_CHARS = 12_000
 
@@ -26,7 +26,7 @@ def shell(ctx: ToolContext, args: ShellArgs):
     """Run a shell command in the workspace (enabled by --allow-shell): no API keys in its environment."""
     if not getattr(getattr(ctx.config, "agent", None), "allow_shell", False):
         raise ToolError("the shell tool is disabled (start the run with --allow-shell to enable it)")
-    env = {k: os.environ[k] for k in SHELL_ENV_KEEP if k in os.environ}
+    env = allowed(SHELL_ENV_KEEP)
     if ctx.device == "interpret":
         env["TRITON_INTERPRET"] = "1"
     # its whole group is killed at the timeout (compilers and kernels it started), and with avo
