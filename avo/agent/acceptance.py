@@ -13,6 +13,7 @@ from pathlib import Path
 
 from avo.util import procs
 from avo.agent.tools.base import ToolContext
+from avo.util.format import number
 
 MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""
@@ -183,4 +184,4 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
 
 
 def fmt(value, width: int = 9, digits: int = 4) -> str:
-    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+    return number(value, f"{width}.{digits}f", none=f"{'-':>{width}}")

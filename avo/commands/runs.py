@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from avo.util.format import number
+
 RUNS_DIR = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs.")
 
 
@@ -16,10 +18,6 @@ def _console():
 
     # piped output keeps whole lines rather than rich's 80-column default
     return Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
-
-
-def _num(value, fmt: str = ".3f", none: str = "-") -> str:
-    return none if value is None else format(value, fmt)
 
 
 def _fitness(value, device: str) -> str:
@@ -123,9 +121,9 @@ def _show_candidate(run, rev: str) -> None:
                       title=f"cases ({ev.get('timing_source', '?')} timing)")
         for case in ev["cases"]:
             correct = {True: "yes", False: "NO"}.get(case.get("correct"), "-")
-            table.add_row(case.get("suite", ""), case.get("case", ""), correct, _num(case.get("rel_err"), ".2e"),
-                          _num(case.get("ms")), _num(case.get("tflops"), ".1f"),
-                          _num(case.get("library_tflops"), ".1f"), _num(case.get("speedup")))
+            table.add_row(case.get("suite", ""), case.get("case", ""), correct, number(case.get("rel_err"), ".2e"),
+                          number(case.get("ms"), ".3f"), number(case.get("tflops"), ".1f"),
+                          number(case.get("library_tflops"), ".1f"), number(case.get("speedup"), ".3f"))
         console.print(table)
     console.print("rationale:", markup=False)
     console.print(c.rationale or "(none)", markup=False)
@@ -193,8 +191,8 @@ def _print_diff(run_id: str, side_a: tuple, side_b: tuple, text: str, cases: lis
         table = Table("suite", "case", f"TFLOPS A ({side_a[1]})", f"TFLOPS B ({side_b[1]})", "A/B",
                       title=f"run {run_id}, {' vs '.join(sorted(sources))} timing")
         for row in cases:
-            table.add_row(row["suite"] or "", row["case"] or "", _num(row["tflops_a"], ".1f"),
-                          _num(row["tflops_b"], ".1f"), _num(row["ratio"], ".3f"))
+            table.add_row(row["suite"] or "", row["case"] or "", number(row["tflops_a"], ".1f"),
+                          number(row["tflops_b"], ".1f"), number(row["ratio"], ".3f"))
         console.print(table)
     else:
         console.print("no timed cases in A or B")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from avo.util.atomic import write_text_atomic
+from avo.util.cache import cache_root
 from avo.docs.chunks import SUFFIXES, Chunk
 from avo.docs.index import Hit, Index
 
@@ -38,13 +38,6 @@ def corpus_dir() -> Path:
         if candidate.is_dir():
             return candidate
     return checkout
-
-
-def cache_root() -> Path:
-    if os.environ.get("AVO_CACHE_DIR"):
-        return Path(os.environ["AVO_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "avo"
 
 
 @dataclass(frozen=True)

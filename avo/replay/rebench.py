@@ -19,6 +19,7 @@ from rich.text import Text
 from avo.config import flatten
 from avo.errors import UserError
 from avo.util import procs
+from avo.util.format import number
 from avo.evaluate.result import EvalResult
 
 
@@ -144,13 +145,12 @@ def case_rows(recorded: EvalResult | None, now: EvalResult) -> list[tuple[str, .
         return {} if result is None else {(c.suite, c.case): c for c in result.bench_cases()}
 
     then, today = timed(recorded), timed(now)
-    num = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
     rows = []
     for key in [*then, *(k for k in today if k not in then)]:
         a, b = then.get(key), today.get(key)
         ratio = f"{b.tflops / a.tflops:.3f}" if a and b and a.tflops and b.tflops else "-"
-        rows.append((f"{key[0]}/{key[1]}", num(a and a.tflops), num(b and b.tflops), ratio, num(a and a.speedup),
-                     num(b and b.speedup)))
+        rows.append((f"{key[0]}/{key[1]}", number(a and a.tflops), number(b and b.tflops), ratio,
+                     number(a and a.speedup), number(b and b.speedup)))
     return rows
 
 

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from avo.errors import UserError
 from avo.replay.timeline import Call, Marker, Step, Timeline, build, tail
+from avo.util import format as fmt
 
 PHASE_STYLE = {"observe": "cyan", "orient": "magenta", "decide": "yellow", "act": "bold green"}
 
@@ -28,10 +29,6 @@ def clock(seconds: float | None) -> str:
         return "-"
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def fitness_text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
 
 
 def one_line(text: str, limit: int) -> str:
@@ -61,7 +58,7 @@ def evaluation_text(info: dict) -> Text:
         return Text(f"→ {cid}: duplicate of {info['duplicate_of']}, not re-evaluated", style="dim")
     status = info.get("status", "?")
     if status == "correct":
-        text = Text(f"→ {cid} correct, fitness {fitness_text(info.get('fitness'))}", style="green")
+        text = Text(f"→ {cid} correct, fitness {fmt.number(info.get('fitness'))}", style="green")
         text.append("  ACCEPTED" if info.get("accepted") else "  not accepted",
                     style="bold green" if info.get("accepted") else "dim")
     else:
@@ -79,7 +76,7 @@ def render_step(console: Console, step: Step) -> None:
     head.append("  " + (" ".join(call_brief(c) for c in step.calls) or "(no tool call)"))
     if not step.complete:
         head.append("  …running", style="dim")
-    head.append(f"   best {step.best_cid or '-'} {fitness_text(step.best_fitness)}", style="dim")
+    head.append(f"   best {step.best_cid or '-'} {fmt.number(step.best_fitness)}", style="dim")
     console.print(head)
     indent = " " * 17
     text = (step.turn.get("text") or "").strip()
@@ -132,7 +129,7 @@ def show_timeline(run, console: Console) -> None:
     evaluated = sum(len(s.evaluations) for s in timeline.steps)
     source = f" [{timeline.timing_source}]" if timeline.timing_source not in (None, "gpu") else ""
     console.print(Text(f"{len(timeline.steps)} steps, {evaluated} evaluations; best {timeline.best_cid or '-'} "
-                       f"fitness {fitness_text(timeline.best_fitness)}{source}. One step in full: "
+                       f"fitness {fmt.number(timeline.best_fitness)}{source}. One step in full: "
                        f"avo replay {run.id} --step N", style="bold"))
 
 
@@ -158,7 +155,7 @@ def show_step(run, number: int, console: Console) -> None:
         console.print(Text("(no result recorded)" if call.content is None else call.content.rstrip()), soft_wrap=True)
         if call.name == "evaluate" and call.data and call.data.get("cases"):
             console.print(cases_table(call.data))
-    console.print(Text(f"\nbest after this step: {step.best_cid or '-'} fitness {fitness_text(step.best_fitness)}",
+    console.print(Text(f"\nbest after this step: {step.best_cid or '-'} fitness {fmt.number(step.best_fitness)}",
                        style="bold"))
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from avo.util.format import number
+
 
 def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _num(value, fmt: str = ".4g") -> str:
-    return "-" if value is None else format(value, fmt)
 
 
 def _clock(seconds) -> str:
@@ -73,8 +71,8 @@ def _cases_section(data) -> list[str]:
              "| case | best TFLOPS | baseline TFLOPS | library TFLOPS | best speedup vs library |",
              "|---|---:|---:|---:|---:|"]
     for r in data.case_rows:
-        lines.append(f"| {_cell(r['case'])} | {_num(r['best'])} | {_num(r['baseline'])} | {_num(r['library'])} | "
-                     f"{_num(r['speedup'])} |")
+        lines.append(f"| {_cell(r['case'])} | {number(r['best'])} | {number(r['baseline'])} | {number(r['library'])} | "
+                     f"{number(r['speedup'])} |")
     return [*lines, ""]
 
 

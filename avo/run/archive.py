@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 from avo.util import procs
+from avo.util.atomic import replacing
 from avo.errors import UserError
 from avo.run.lineage.repo import Lineage
 from avo.run.lineage.objects import run_git
@@ -39,15 +40,12 @@ def export_run(run: Run, out: Path) -> Path:
         manifest = Path(tmp, "manifest.json")
         manifest.write_text(json.dumps({"format": FORMAT, "version": 1, "run_id": run.id, "exported": now(),
                                         "candidates": len(run.lineage), "members": [m[1] for m in members]}))
-        staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         try:
-            with tarfile.open(staging, "w") as tar:
+            with replacing(out) as staging, tarfile.open(staging, "w") as tar:
                 tar.add(manifest, "manifest.json")
                 for path, name in members:
                     tar.add(path, name)
-            os.replace(staging, out)
         except OSError as exc:
-            staging.unlink(missing_ok=True)
             raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out
 

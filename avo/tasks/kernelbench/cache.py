@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from avo.util.atomic import write_text_atomic
+from avo.util.cache import cache_root
 
 RULES_VERSION = 3
 """Bump when what a measurement holds, or how sizes are chosen, changes."""
@@ -31,12 +32,6 @@ class Measure:
     param_bytes: int
     elements: int
     """Input, output and parameter elements together: what the interpreter has to chew through."""
-
-
-def cache_root() -> Path:
-    if os.environ.get("AVO_CACHE_DIR"):
-        return Path(os.environ["AVO_CACHE_DIR"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "avo"
 
 
 def _encode_signature(sig: tuple) -> list:
@@ -92,9 +87,7 @@ class MeasureCache:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps(self.entries))
-            partial.replace(self.path)
+            write_text_atomic(self.path, json.dumps(self.entries))
             self.dirty = False
         except OSError:
             pass

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from avo.util.format import number
+
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 SOLUTION_FILE = "kernel.py"
 
@@ -74,10 +76,6 @@ def summary(rows: list[Row], *, title: str, clock: str, compile_asked: bool, **f
     return data
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def render(data: dict[str, Any], out: Any = None) -> None:
     """The summary table and the fast_p line, as a person reads them."""
     from rich.console import Console
@@ -93,8 +91,8 @@ def render(data: dict[str, Any], out: Any = None) -> None:
     for header in [*headers, "status / reason"]:
         table.add_column(header, justify="left" if header in ("problem", "run", "status / reason") else "right")
     for r in data["rows"]:
-        cells = [r["problem"], "yes" if r["correct"] else "NO", _num(r["fitness"])]
-        cells += [_num(r["fitness_compile"])] if compile_asked else []
+        cells = [r["problem"], "yes" if r["correct"] else "NO", number(r["fitness"], ".3f")]
+        cells += [number(r["fitness_compile"], ".3f")] if compile_asked else []
         cells += [r["run"] or "-"] if "run" in headers else []
         cells.append(r["status"] + (f": {r['reason']}" if r["reason"] else ""))
         table.add_row(*cells)

@@ -12,19 +12,20 @@ candidate's input tensors; Model's parameters are copied into ModelNew by name.
 from __future__ import annotations
 
 import hashlib
-import os
 import traceback
 from pathlib import Path
 from typing import Any
 
 from avo.errors import UserError
 from avo.tasks.base import Case
-from avo.tasks.kernelbench.cache import Measure, cache_root
+from avo.tasks.kernelbench.cache import Measure
 from avo.tasks.kernelbench.models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
                                           rng_devices, run_library, run_reference, settle)
 from avo.tasks.kernelbench.problem import Problem, cast_input, signature
 from avo.tasks.kernelbench.sizes import downsized, format_size, second_sizes
 from avo.tasks.kernelbench.spec import BASELINES, DTYPES, OPS, absolute_spec, parse_spec
+from avo.util.atomic import write_text_atomic
+from avo.util.cache import cache_root
 
 # Relative-norm bounds. Measured on CPU against float64 (512x4096 @ 4096x1024 + bias + ReLU, a 3x3 conv + batch
 # norm, layer norm, softmax): fp32 exact ~2e-7; TF32 or fp16 arithmetic 2e-4..3e-4; bf16 arithmetic 1.7e-3..2.3e-3.
@@ -278,9 +279,7 @@ class KernelBenchTask:
         kernel = folder / "kernel.py"
         if not kernel.is_file() or kernel.read_text() != text:
             folder.mkdir(parents=True, exist_ok=True)
-            partial = folder.parent / f".{folder.name}.{os.getpid()}.tmp"  # outside the folder a copy would take
-            partial.write_text(text)
-            partial.replace(kernel)
+            write_text_atomic(kernel, text, tmp_dir=folder.parent)  # outside the folder a copy would take
         return str(folder)
 
     def is_reference_wrapper(self, candidate_dir: str | Path) -> bool:
