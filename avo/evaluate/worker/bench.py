@@ -151,44 +151,57 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
     shape, dtype = task.output_like(case, sources[0])
     for cand in timed:
         name = f"candidate{cand.index}"
-        mine = measured[name]
-        if ctx.device == "cuda":
-            excess = mine.sync_gap_ms - lib.sync_gap_ms
-            if excess > SIDE_STREAM_RELATIVE * mine.ms + SIDE_STREAM_ABSOLUTE_MS:
-                cand.finish(Verdict("rejected", "runtime.side_stream", (
-                    f"case {case.name}: the GPU stayed busy {excess:.3f} ms longer after the call returned than "
-                    f"after the library's (the call's own stream took {mine.ms:.3f} ms): work on a side stream must "
-                    "be joined to the current stream before returning")))
-                continue
-        if name in spots.bad_type:
-            i, exc = spots.bad_type[name]
-            cand.finish(Verdict("rejected", exc.rule, f"{exc.message} (case {case.name}, timed call {i})"))
-            continue
         try:
+            _reject_timed_misconduct(ctx, case, name, measured, spots)
             audited = _audit_call(ctx, case, cand, rotation, forbidden)
         except Verdict as verdict:
             cand.finish(verdict)
             continue
         row = rows[cand.index]
-        reference = getattr(task, "timed_reference", None) or task.reference
-        for i, out in [*spots.kept(name), audited]:
-            ref = reference(*rotation.rebuild(i))
-            try:
-                verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=out.device,
-                              tolerance=row.tolerance or task.tolerance(case.dtype), case=case.name)
-            except CaseFailure as failure:
-                which = "the call after timing" if i == AUDIT_CALL else f"timed call {i}"
-                cand.failures.append(CaseFailure("check.timed_output", (
-                    f"{which}: {failure.message} (a timed output must match the reference for the inputs "
-                    "of that call: no caching, no dependence on earlier calls)")))
-                row.correct, row.message = False, cand.failures[-1].message
-                break
-        row.ms, row.library_ms = mine.ms, lib.ms
-        row.spread, row.library_spread = mine.spread, lib.spread
-        row.ms_error, row.library_ms_error = mine.error, lib.error
-        row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
-        row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
-        row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
+        _check_timed_outputs(task, case, cand, row, [*spots.kept(name), audited], rotation, shape, dtype)
+        _record_times(row, measured[name], lib, flops)
+
+
+def _reject_timed_misconduct(ctx: Context, case: Any, name: str, measured: dict, spots: SpotChecks) -> None:
+    """Verdict for work left on a side stream when the clock stopped, or a timed output that was not a tensor."""
+    mine, lib = measured[name], measured[LIBRARY]
+    if ctx.device == "cuda":
+        excess = mine.sync_gap_ms - lib.sync_gap_ms
+        if excess > SIDE_STREAM_RELATIVE * mine.ms + SIDE_STREAM_ABSOLUTE_MS:
+            raise Verdict("rejected", "runtime.side_stream", (
+                f"case {case.name}: the GPU stayed busy {excess:.3f} ms longer after the call returned than "
+                f"after the library's (the call's own stream took {mine.ms:.3f} ms): work on a side stream must "
+                "be joined to the current stream before returning"))
+    if name in spots.bad_type:
+        i, exc = spots.bad_type[name]
+        raise Verdict("rejected", exc.rule, f"{exc.message} (case {case.name}, timed call {i})")
+
+
+def _check_timed_outputs(task: Any, case: Any, cand: Candidate, row: Any, outputs: list[tuple[int, Any]],
+                         rotation: InputRotation, shape: Any, dtype: Any) -> None:
+    """The sampled timed output and the audited one, each against the reference on its own call's inputs."""
+    reference = getattr(task, "timed_reference", None) or task.reference
+    for i, out in outputs:
+        ref = reference(*rotation.rebuild(i))
+        try:
+            verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=out.device,
+                          tolerance=row.tolerance or task.tolerance(case.dtype), case=case.name)
+        except CaseFailure as failure:
+            which = "the call after timing" if i == AUDIT_CALL else f"timed call {i}"
+            cand.failures.append(CaseFailure("check.timed_output", (
+                f"{which}: {failure.message} (a timed output must match the reference for the inputs "
+                "of that call: no caching, no dependence on earlier calls)")))
+            row.correct, row.message = False, cand.failures[-1].message
+            return
+
+
+def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
+    row.ms, row.library_ms = mine.ms, lib.ms
+    row.spread, row.library_spread = mine.spread, lib.spread
+    row.ms_error, row.library_ms_error = mine.error, lib.error
+    row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
+    row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
+    row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
 
 
 def _rotation_size(ctx: Context, case: Any, first: tuple, wanted: int):

@@ -150,24 +150,7 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
         after.record()
         return i, args, out, (start, end, after)
 
-    # Warm-up, contenders alternating: compiles, autotuning and first-touch costs happen here, and each contender's
-    # device-busy time per call sizes its share of the rounds.
-    spent = {c.name: 0.0 for c in contenders}
-    estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
-    while any(len(estimates[c.name]) < 2 or spent[c.name] < warmup_ms for c in contenders):
-        for c in contenders:
-            _, _, out, (start, _, after) = call(c)
-            del out
-            after.synchronize()
-            t = start.elapsed_time(after)
-            estimates[c.name].append(t)
-            spent[c.name] += max(t, 1e-3)
-        if all(len(e) >= 1000 for e in estimates.values()):
-            break
-    calls = {}
-    for c in contenders:
-        per_call = max(statistics.median(estimates[c.name][-5:]), 1e-3)
-        calls[c.name] = min(MAX_CALLS_PER_BLOCK, max(MIN_CALLS_PER_BLOCK, math.ceil(rep_ms / rounds / per_call)))
+    calls = _calls_per_round(contenders, _warm_up(contenders, call, warmup_ms), rep_ms, rounds)
 
     # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
     # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
@@ -192,6 +175,33 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
             record.round_medians_ms.append(statistics.median(times))
             record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events[c.name])
     return results
+
+
+def _warm_up(contenders, call, warmup_ms: float) -> dict[str, list[float]]:
+    """Contenders alternating until each has spent `warmup_ms` (at least two calls each): compiles, autotuning and
+    first-touch costs happen here. Returns each one's device-busy times per call."""
+    spent = {c.name: 0.0 for c in contenders}
+    estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    while any(len(estimates[c.name]) < 2 or spent[c.name] < warmup_ms for c in contenders):
+        for c in contenders:
+            _, _, out, (start, _, after) = call(c)
+            del out
+            after.synchronize()
+            t = start.elapsed_time(after)
+            estimates[c.name].append(t)
+            spent[c.name] += max(t, 1e-3)
+        if all(len(e) >= 1000 for e in estimates.values()):
+            break
+    return estimates
+
+
+def _calls_per_round(contenders, estimates: dict[str, list[float]], rep_ms: float, rounds: int) -> dict[str, int]:
+    """Each contender's share of a round, sized by its device-busy time per call in the warm-up."""
+    calls = {}
+    for c in contenders:
+        per_call = max(statistics.median(estimates[c.name][-5:]), 1e-3)
+        calls[c.name] = min(MAX_CALLS_PER_BLOCK, max(MIN_CALLS_PER_BLOCK, math.ceil(rep_ms / rounds / per_call)))
+    return calls
 
 
 def _time_wall(contenders, on_output, rounds) -> dict[str, Measurement]:
