@@ -36,10 +36,11 @@ class EvalConfig(_Strict):
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     launch_shield_us: float = Field(default=50.0, ge=0.0)
-    """Device spin before each timed call's start event, so host launch work is not timed (evaluate/worker/timing.py)."""
+    """Device spin before each timed call's start event, so host launch work is not timed
+    (evaluate/worker/timing.py)."""
     compile_ahead: bool = True
-    """Compile a Triton candidate's kernels for every case in parallel before the check stage (evaluate/worker/precompile.py);
-    off, each compiles on its first launch, one after another."""
+    """Compile a Triton candidate's kernels for every case in parallel before the check stage
+    (evaluate/worker/precompile.py); off, each compiles on its first launch, one after another."""
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
     seed: int | None = None

@@ -84,7 +84,7 @@ def fast_import_stream(n: int, seed: int) -> tuple[bytes, int]:
         out.append(b"M 100644 inline kernel.py\n")
         data(kernel)
         if i == 0:
-            out.append(f"reset refs/tags/baseline\nfrom :1\n\nreset refs/heads/main\nfrom :1\n\n".encode())
+            out.append("reset refs/tags/baseline\nfrom :1\n\nreset refs/heads/main\nfrom :1\n\n".encode())
         if result.status == "correct" and (i == 0 or result.fitness > best_fitness):
             best_fitness, main, accepted = result.fitness, cid, accepted + 1
             out.append(f"reset refs/accepted/{cid}\nfrom :{i + 1}\n\nreset refs/tags/best\nfrom :{i + 1}\n\n"

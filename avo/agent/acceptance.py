@@ -11,9 +11,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from avo.util import procs
-from avo.agent.tools.base import ToolContext
 from avo.util.format import number
+
+if TYPE_CHECKING:
+    from avo.agent.tools.base import ToolContext
 
 MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""

@@ -219,7 +219,8 @@ class Agent:
         def on_sigint(signum, frame):
             if self.controls.stop_requested:  # second Ctrl-C: stop now
                 raise KeyboardInterrupt
-            self.controls.stop_requested = True  # only a flag: writing from a signal handler could tear a transcript line
+            # only a flag: writing from a signal handler could tear a transcript line
+            self.controls.stop_requested = True
             if self.view is not None:
                 self.view.stopping = True
 

@@ -1,10 +1,10 @@
 """The parent side of an evaluation: spawn the worker, watch its stages, kill it when it overstays, read its verdict.
 
 The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
-(avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
-come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed
-when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail of its
-stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
+(avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment (the
+policy is avo.util.secrets). Stage limits come from EvalConfig: import (import and first launch, i.e. compile), check
+and bench; the whole group is SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported
+with its signal and the tail of its stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ class Evaluator:
                 "done": DONE_GRACE_S}
 
     def request(self, candidate_dirs: list[Path], mode: str) -> dict:
-        """What the worker is asked to do (`worker.evaluation.run`'s request), less where it writes its result and progress."""
+        """What the worker is asked to do (the request of worker/evaluation.py's `run`), less where it writes its
+        result and progress."""
         check_suite, bench_suite = self.suites()
         return {
             "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
@@ -108,9 +109,9 @@ class Evaluator:
             workdir.mkdir()
             env = scrubbed_env(self.device)
             # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
-            # keeps the candidate's bytecode out of its folder, both ways; see worker/evaluation.py, load_candidate. Bytecode of
-            # torch and triton is written and reused as usual: without it each evaluation recompiled torch's Python
-            # modules, seconds of every evaluation.)
+            # keeps the candidate's bytecode out of its folder, both ways; see load_candidate in worker/evaluation.py.
+            # Bytecode of torch and triton is written and reused as usual: without it each evaluation recompiled
+            # torch's Python modules, seconds of every evaluation.)
             (tmp_path / "tmp").mkdir()
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"))

@@ -160,14 +160,14 @@ def show_step(run, number: int, console: Console) -> None:
 
 
 def cases_table(info: dict) -> Table:
-    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    num = fmt.number
     table = Table("suite", "case", "correct", "rel err", "ms", "lib ms", "TFLOPS", "lib TFLOPS", "speedup",
                   title=escape(f"{info.get('cid')} per case ({info.get('timing_source', '?')} timing)"))
     for c in info.get("cases", []):
         correct = {True: "yes", False: "NO"}.get(c.get("correct"), "-")
         table.add_row(escape(str(c.get("suite", ""))), escape(str(c.get("case", ""))), correct,
-                      num(c.get("rel_err"), ".2e"), num(c.get("ms"), ".4g"), num(c.get("library_ms"), ".4g"), num(c.get("tflops"), ".4g"),
-                      num(c.get("library_tflops"), ".4g"), num(c.get("speedup"), ".4g"))
+                      num(c.get("rel_err"), ".2e"), num(c.get("ms"), ".4g"), num(c.get("library_ms"), ".4g"),
+                      num(c.get("tflops"), ".4g"), num(c.get("library_tflops"), ".4g"), num(c.get("speedup"), ".4g"))
     return table
 
 

@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from avo.report.build import ACCEPTED_COLOR, STATUS_COLOR
+from avo.report.colors import ACCEPTED_COLOR, STATUS_COLOR
 
 DPI = 100
 

@@ -1,8 +1,8 @@
 """What the web pages show, read from a run directory: nothing here writes to a run.
 
-The run page reuses `avo.report.build.gather` (the same points, budget and provenance as `avo report`). The candidate page
-adds what only the transcript knows: the agent's turns that led to a candidate, and the profile and compile reports
-taken of it.
+The run page reuses `gather` of avo/report/build.py (the same points, budget and provenance as `avo report`). The
+candidate page adds what only the transcript knows: the agent's turns that led to a candidate, and the profile and
+compile reports taken of it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from avo.agent.models.scripted import ScriptedModel, turn
 def step(index: int):
     speed = round(1.0 + 0.25 * (index + 1), 2)
     source = SEED_SOURCE.replace("SPEED = 1.0", f"SPEED = {speed}")
-    return turn(("write_file", {"path": "kernel.py", "content": source}), ("evaluate", {"rationale": f"expect {speed}x"}))
+    return turn(("write_file", {"path": "kernel.py", "content": source}),
+                ("evaluate", {"rationale": f"expect {speed}x"}))
 
 
 if __name__ == "__main__":

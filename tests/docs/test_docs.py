@@ -1,4 +1,5 @@
-"""The docs corpus and its index: retrieval quality, chunking, caching and the user index (the agent tools: tests/agent/tools)."""
+"""The docs corpus and its index: retrieval quality, chunking, caching and the user index (the agent tools are
+tested in tests/agent/tools)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import needs
 import pytest
 
+from avo.evaluate.cuda_compile import parse_ptxas_verbose
 from avo.gpus import PROFILES
 from avo.profile import ProfileError, sass
 from avo.profile.compiler import inspect_candidate, nvcc_inspect
@@ -156,7 +157,7 @@ ptxas info    : Function properties for light
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 16 registers, used 0 barriers, 360 bytes cmem[0]
 """
-    found = sass.parse_ptxas_verbose(text)
+    found = parse_ptxas_verbose(text)
     assert found["heavy"] == {"registers": 255, "spill_store_bytes": 48, "spill_load_bytes": 40, "stack_bytes": 64,
                               "static_shared_bytes": 8192}
     assert found["light"]["registers"] == 16 and found["light"]["static_shared_bytes"] == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from lineage_fakes import result, write_candidate
 from replay_runs import gpu_shaped_run
-from web_runs import PAYLOAD, xss_run
+from web_runs import xss_run
 
 import avo
 from avo.cli import main

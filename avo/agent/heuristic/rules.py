@@ -263,7 +263,8 @@ def estimate(shape: Shape, knobs: dict[str, Knob], old: Point, new: Point, facts
     relieves = accumulator_registers(shape, new) < accumulator_registers(shape, old)
     if relieves and (facts.spills or (facts.registers or 0) >= 224):
         gain += 0.1
-        reasons.append(f"{facts.spills} B register spills" if facts.spills else f"{facts.registers} registers per thread")
+        reasons.append(f"{facts.spills} B register spills" if facts.spills
+                       else f"{facts.registers} registers per thread")
     reasons.append(_why(f_old, f_new, shape, old, new))
     return Estimate(gain=gain, reason="; ".join(r for r in reasons if r))
 

@@ -15,6 +15,7 @@ reference.
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
@@ -87,7 +88,7 @@ def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> No
         rows = {}
         case_forbidden = forbidden
         if guards.watches_ops(ctx.ops):
-            case_forbidden = forbidden | guards.forbidden_ops(lambda: task.library(*sources[0]))
+            case_forbidden = forbidden | guards.forbidden_ops(functools.partial(task.library, *sources[0]))
         parts.start("check")
         ref = None if merged else reference(*sources[0])
         for cand in live:

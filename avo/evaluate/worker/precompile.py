@@ -59,7 +59,7 @@ def pool_for(task: Any) -> CompilePool | None:
 
 def meta_calls(task: Any, entry: Callable, suites: list[str]) -> list[Callable[[], Any]]:
     """One call of the candidate per case of the suites (each suite once), on the case's inputs as meta tensors."""
-    from avo.profile.triton_capture import meta_inputs
+    from avo.tasks.meta import meta_inputs
 
     cases = [case for suite in dict.fromkeys(s for s in suites if s) for case in task.cases(suite)]
     return [lambda case=case: task.call(entry, meta_inputs(task, case)) for case in cases]

@@ -7,7 +7,8 @@ line and `Avo-*` trailers. Refs: `refs/avo/<cid>` for every candidate, `refs/acc
 
 Crash safety: objects are written first (objects.py: each one atomically, by rename), the candidate's ref
 last, so a process killed at any point leaves either the whole candidate or only unreferenced objects that `git fsck`
-does not mind. Ref updates that belong together (accept: marker, best, main) go through one `git update-ref --stdin` transaction.
+does not mind. Ref updates that belong together (accept: marker, best, main) go through one
+`git update-ref --stdin` transaction.
 One writer per lineage (the run lock guarantees it); any number of readers.
 """
 
