@@ -1,4 +1,10 @@
-"""Task registry: `load("attention")`, `load("gemm")`, or `load("path/to/problem.py")` for a KernelBench file."""
+"""Task registry: `load("attention")`, `load("gemm")`, or `load("path/to/problem.py")` for a KernelBench file.
+
+- `base.py`: the Task protocol, cases and suites, and the relative-norm error.
+- `attention.py`, `gemm.py`: the built-in tasks, their reference, library path, bench suites and seeds.
+- `kernelbench/`: KernelBench-format problem files as tasks.
+- `meta.py`: a case's inputs as meta tensors (compiling without running).
+"""
 
 from __future__ import annotations
 
