@@ -1,8 +1,10 @@
 """The layers hold: the import contracts in pyproject.toml, checked with import-linter (which reads imports inside
-functions too), and contracts that name every top-level module, so a new one cannot slip past them."""
+functions too), and contracts that name every top-level module, so a new one cannot slip past them. And the files
+stay small: none over 400 lines, no function over 60."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 try:
@@ -37,3 +39,23 @@ def test_the_contracts_name_every_top_level_module():
     everything = top_level_modules()
     assert set(CONTRACTS["commands-on-top"]["source_modules"]) == everything - {"avo.cli", "avo.commands"}
     assert set(CONTRACTS["util-at-the-bottom"]["forbidden_modules"]) == everything - {"avo.util"}
+
+
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_file_over_400_lines_and_no_function_over_60():
+    package = Path(avo.__file__).parent
+    too_long = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(package.parent)
+        if source.count("\n") > MAX_FILE_LINES:
+            too_long.append(f"{where}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}:{node.lineno} {node.name}: {lines} lines")
+    assert not too_long, "\n".join(too_long)
