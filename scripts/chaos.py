@@ -182,7 +182,7 @@ class Chaos:
         from avo.run.directory import Run
 
         opened = Run(run)
-        count = lineage_counters(opened.lineage)["candidates"] + extra_candidates
+        count = lineage_counters(opened.lineage).candidates + extra_candidates
         opened.close()
         code = self.avo("evolve", "--resume", "latest", "--runs-dir", str(self.runs), "--quiet",
                         "--max-candidates", str(count)).wait()

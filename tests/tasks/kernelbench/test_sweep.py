@@ -1,5 +1,6 @@
-"""fast_p and the problem order of a folder sweep (avo/sweep.py), on rows made by hand; the sweep itself runs on real
-KernelBench problems in tests/evaluate/test_kernelbench_users.py and tests/agent/test_evolve_folder.py."""
+"""fast_p and the problem order of a folder sweep (avo/tasks/kernelbench/sweep.py), on rows made by hand; the sweep
+itself runs on real KernelBench problems in tests/evaluate/test_kernelbench_users.py and
+tests/agent/test_evolve_folder.py."""
 
 from __future__ import annotations
 
