@@ -64,7 +64,7 @@ def filesystem_refusal(exc: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    from avo.procs import sweep_stale
+    from avo.util.procs import sweep_stale
 
     sweep_stale()  # temp folders an avo killed before it could clean up left behind
     try:

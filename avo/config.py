@@ -36,10 +36,11 @@ class EvalConfig(_Strict):
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     launch_shield_us: float = Field(default=50.0, ge=0.0)
-    """Device spin before each timed call's start event, so host launch work is not timed (evaluate/timing.py)."""
+    """Device spin before each timed call's start event, so host launch work is not timed
+    (evaluate/worker/timing.py)."""
     compile_ahead: bool = True
-    """Compile a Triton candidate's kernels for every case in parallel before the check stage (evaluate/precompile.py);
-    off, each compiles on its first launch, one after another."""
+    """Compile a Triton candidate's kernels for every case in parallel before the check stage
+    (evaluate/worker/precompile.py); off, each compiles on its first launch, one after another."""
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
     seed: int | None = None
@@ -151,3 +152,14 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
         return kept
 
     return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """{"budget": {"hours": 1}} -> {"budget.hours": 1}, the shape RunConfig.load takes as overrides."""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key != "prices_usd_per_mtok":
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -120,10 +120,12 @@ def resolve(gpu: str, device: str) -> GpuProfile:
     found = detect()
     if gpu == "auto":
         if found is None:
-            raise UserError(f"GPU '{present}' has no avo profile (known: {', '.join(PROFILES)}); name the closest with --gpu")
+            raise UserError(f"GPU '{present}' has no avo profile (known: {', '.join(PROFILES)}); "
+                            "name the closest with --gpu")
         return found
     if found is not None and found.name != gpu:
-        raise UserError(f"--gpu {gpu} was asked for but this machine has '{present}': use --gpu auto or --gpu {found.name}")
+        raise UserError(f"--gpu {gpu} was asked for but this machine has '{present}': "
+                        f"use --gpu auto or --gpu {found.name}")
     if found is None:
         raise UserError(f"--gpu {gpu} was asked for but this machine has '{present}': use --gpu auto")
     return found

@@ -90,7 +90,7 @@ def run_checks(task, modules) -> bool:
 def run_bench(task, modules) -> tuple[dict[str, list[float]], bool]:
     names = list(modules)
     print(f"\n## {task.name}: bench suite (TFLOPS, do_bench median; ratio = library time / seed time)\n")
-    print(f"| case | library | " + " | ".join(f"{n} | ratio" for n in names) + " |")
+    print("| case | library | " + " | ".join(f"{n} | ratio" for n in names) + " |")
     print("|---|---|" + "---|---|" * len(names))
     ratios: dict[str, list[float]] = {n: [] for n in names}
     ok = True
@@ -109,7 +109,7 @@ def run_bench(task, modules) -> tuple[dict[str, list[float]], bool]:
             ratios[name].append(lib_ms / ms)
             cells.append(f"{flops / ms / 1e9:.0f}{' WRONG' if bad else ''} | {lib_ms / ms:.2f}")
         print(f"| {case.name} | {flops / lib_ms / 1e9:.0f} | " + " | ".join(cells) + " |", flush=True)
-        del inputs, lib_out
+        inputs = lib_out = None  # released before the next case
         torch.cuda.empty_cache()
     print("\ngeomean ratio to " + task.library_name() + ": "
           + ", ".join(f"{n} {geomean(r):.3f}x" for n, r in ratios.items()))
@@ -139,7 +139,7 @@ def run_sweep(task, seed: str, module, configs) -> None:
                 ms = time_ms(lambda: task.call(entry, inputs))
                 ratios.append(lib_ms[case.name] / ms)
                 tflops.append(f"{task.flops(case) / ms / 1e9:.0f}")
-                del inputs, out
+                inputs = out = None
             line = f"{geomean(ratios):.3f}x  (TFLOPS {' '.join(tflops)})"
         except Exception as exc:  # a config that does not fit (shared memory) is reported, not fatal
             line = f"failed: {str(exc).splitlines()[0][:120]}"

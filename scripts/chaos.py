@@ -4,9 +4,10 @@
     python scripts/chaos.py --minutes 30 --work DIR         # a soak (scripts/soak.sh)
 
 Moments, in turn: during a confirmation (the transcript's last event is `confirm_start`), during a commit (a git
-child of avo is running), during an evaluation (a worker is running), and at a random time. The run is a heuristic evolve
-of the GEMM task under the Triton interpreter from a seed that launches one small tile at a time, so the search finds
-a clearly faster candidate (and confirms it) early. At the end, one last resume runs to a candidate budget without a kill, and:
+child of avo is running), during an evaluation (a worker is running), and at a random time. The run is a heuristic
+evolve of the GEMM task under the Triton interpreter from a seed that launches one small tile at a time, so the search
+finds a clearly faster candidate (and confirms it) early. At the end, one last resume runs to a candidate budget
+without a kill, and:
   - the lineage passes `git fsck`;
   - every evaluated candidate is committed with its evals/<cid>.json, and no candidate's files are committed twice;
   - every confirmation that started has ended, and the best is correct, accepted, and the fittest accepted;
@@ -178,10 +179,10 @@ class Chaos:
                      str(self.seed_dir), "--runs-dir", str(self.runs), "--quiet", "--max-candidates", "1").wait()
             run = self.run_dir()
         from avo.agent.context import lineage_counters
-        from avo.run import Run
+        from avo.run.directory import Run
 
         opened = Run(run)
-        count = lineage_counters(opened.lineage)["candidates"] + extra_candidates
+        count = lineage_counters(opened.lineage).candidates + extra_candidates
         opened.close()
         code = self.avo("evolve", "--resume", "latest", "--runs-dir", str(self.runs), "--quiet",
                         "--max-candidates", str(count)).wait()
@@ -194,7 +195,7 @@ class Chaos:
 
     def verify(self) -> dict:
         from avo.agent.acceptance import noise
-        from avo.run import Run
+        from avo.run.directory import Run
 
         self.avo("runs", "--runs-dir", str(self.runs)).wait()  # any start sweeps the killed ones' temp folders
         left = sorted(p.name for p in self.tmp.iterdir() if p.name.startswith("avo-"))

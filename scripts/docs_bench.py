@@ -40,7 +40,7 @@ def main() -> int:
     import bm25s  # noqa: F401  (timed: the first index build in a process pays for it)
     import Stemmer  # noqa: F401
 
-    from avo import docs
+    from avo.docs import library as docs
 
     import_s = time.perf_counter() - start
 

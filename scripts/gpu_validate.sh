@@ -111,7 +111,7 @@ step_kernelbench() {
   python3 - "$OUT/kernelbench_sweep.json" "$per" <<'PY' 2>&1 | tee "$OUT/kernelbench_sweep.txt"
 import json, sys
 from pathlib import Path
-from avo import sweep
+from avo.tasks.kernelbench import sweep
 data = json.loads(Path(sys.argv[1]).read_text())
 sweep.render(data)
 for row in data["rows"]:
@@ -120,7 +120,7 @@ for row in data["rows"]:
         print(f"--- {row['problem']}: {row['status']}\n{row['message'] or row['reason']}")
 PY
   timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -q -rs -p no:cacheprovider \
-    tests/tasks/test_kernelbench_models.py tests/evaluate/test_kernelbench_eval.py \
+    tests/tasks/kernelbench/test_kernelbench_models.py tests/evaluate/test_kernelbench_eval.py \
     tests/evaluate/test_kernelbench_users.py 2>&1 \
     | tee "$OUT/kernelbench_pytest_gpu.txt" | tail -15
 }

@@ -1,7 +1,7 @@
 """Build a run whose lineage holds N synthetic candidates, then time `avo runs`, `avo show` and `avo diff` on it.
 
 The history is written with `git fast-import` (seconds rather than minutes), using the lineage's own format functions
-(avo.lineage_format), so every commit has the structure `Lineage.commit` gives it: files plus avo.json, the same
+(avo.run.lineage.records), so every commit has the structure `Lineage.commit` gives it: files plus avo.json, the same
 message and trailers, refs/avo/<cid>, refs/accepted/<cid>, main, tags baseline and best, refs packed. By default the
 objects are then unpacked into loose objects, as a live lineage keeps them.
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from avo.config import RunConfig
 from avo.evaluate.result import CaseResult, EvalResult
-from avo.lineage import Lineage
-from avo.lineage_format import (COMMITTER_EMAIL, COMMITTER_NAME, cid_for, hash_files, message_for, parse_message,
+from avo.run.lineage.repo import Lineage
+from avo.run.lineage.records import (COMMITTER_EMAIL, COMMITTER_NAME, cid_for, hash_files, message_for, parse_message,
                                 record_bytes, record_for)
-from avo.run import Run
+from avo.run.directory import Run
 
 KERNEL = '''"""C = A @ B in bf16 with fp32 accumulation: one output tile per program."""
 import triton
@@ -84,7 +84,7 @@ def fast_import_stream(n: int, seed: int) -> tuple[bytes, int]:
         out.append(b"M 100644 inline kernel.py\n")
         data(kernel)
         if i == 0:
-            out.append(f"reset refs/tags/baseline\nfrom :1\n\nreset refs/heads/main\nfrom :1\n\n".encode())
+            out.append("reset refs/tags/baseline\nfrom :1\n\nreset refs/heads/main\nfrom :1\n\n".encode())
         if result.status == "correct" and (i == 0 or result.fitness > best_fitness):
             best_fitness, main, accepted = result.fitness, cid, accepted + 1
             out.append(f"reset refs/accepted/{cid}\nfrom :{i + 1}\n\nreset refs/tags/best\nfrom :{i + 1}\n\n"

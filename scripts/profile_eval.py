@@ -34,7 +34,8 @@ def main() -> None:
         os.environ["TRITON_INTERPRET"] = "1"
 
     from avo.config import EvalConfig
-    from avo.evaluate import worker
+    from avo.evaluate.worker import evaluation
+    from avo.evaluate.worker.candidate import Progress
     from avo.evaluate.harness import Evaluator
     from avo.gpus import PROFILES
 
@@ -43,10 +44,10 @@ def main() -> None:
     evaluator = Evaluator(args.kernel, device=args.device, gpu=PROFILES[args.gpu], config=EvalConfig(seed=0))
     with tempfile.TemporaryDirectory() as tmp:
         request = evaluator.request([Path(args.candidate)], "evaluate")
-        progress = worker.Progress(open(Path(tmp) / "progress", "w"))
+        progress = Progress(open(Path(tmp) / "progress", "w"))
         profiler = cProfile.Profile()
         started = time.perf_counter()
-        results = profiler.runcall(worker.run, request, progress)
+        results = profiler.runcall(evaluation.run, request, progress)
         wall = time.perf_counter() - started
     profiler.dump_stats(str(out / "eval.prof"))
     r = results[0]

@@ -19,7 +19,7 @@ import time
 import torch
 from triton.testing import do_bench
 
-from avo.evaluate import timing
+from avo.evaluate.worker import timing
 from avo.tasks import load
 from scripts.bench_seeds import load_seed
 
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--seed-kernel", default="triton_fa2")
     args = parser.parse_args()
     task = load("attention")
-    entry = getattr(load_seed("attention", args.seed_kernel), "attention")
+    entry = load_seed("attention", args.seed_kernel).attention
     l2 = 60 << 20
     sampler = ClockSampler()
     cases = task.cases("bench")
@@ -130,7 +130,7 @@ def main() -> None:
         with sampler as s:
             m = timing.time_interleaved(contenders, device="cuda", l2_bytes=l2, warmup_ms=25, rep_ms=400)
         row("evaluator rep_ms=400", m["library"].ms, m["seed"].ms, s)
-        del sources, fixed, rotation, contenders
+        sources = fixed = rotation = contenders = None  # released before the next case
         torch.cuda.empty_cache()
 
     big = max(cases, key=task.flops)
@@ -146,7 +146,7 @@ def main() -> None:
         fn()
         torch.cuda.synchronize()
         print(f"- {big.name}: {label} {time.perf_counter() - t0:.3f} s")
-    del inputs
+    inputs = None
     totals = {"make_inputs x3": 0.0, "reference": 0.0, "library": 0.0}
     for case in cases:
         t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from browser import serving, start_driver  # noqa: E402
 from web_runs import ATTENTION, EXAMPLES  # noqa: E402
 
 from avo.cli import main  # noqa: E402
-from avo.run import Run  # noqa: E402
+from avo.run.directory import Run  # noqa: E402
 from avo.web.server import Site  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from lineage_fakes import result, write_candidate
 
 from avo.cli import main
 from avo.config import RunConfig
-from avo.run import Run
+from avo.run.directory import Run
 
 _BUILT: dict[str, Path] = {}
 FAST_EVAL = "evaluation:\n  warmup_ms: 1\n  rep_ms: 5\n  input_sets: 1\n"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from avo import cuda
-from avo.evaluate.loader import load_entry
+from avo.evaluate.worker.loader import load_entry
 
 KERNEL_PY = """
 from avo.cuda import load_module

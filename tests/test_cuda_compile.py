@@ -8,7 +8,7 @@ import needs
 import pytest
 
 from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
-from avo.evaluate.loader import load_entry
+from avo.evaluate.worker.loader import load_entry
 
 RESOURCES_CU = """
 extern "C" __global__ void with_shared(float* out) {

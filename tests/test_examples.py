@@ -9,7 +9,7 @@ import pytest
 from matplotlib import image
 
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "runs" / "examples").glob("*.avo.tar"))
 

@@ -43,10 +43,17 @@ def test_ci_installs_what_readmes_set_up_line_installs_plus_cuda13():
     assert re.search(rf"^AVO_TEST_REQUIRE=\S+ python3 {re.escape(test.removeprefix('python '))}$", CI, re.M)
 
 
-def test_ci_requires_what_the_cuda13_extra_provides():
+def test_ci_requires_what_the_cuda13_and_dev_extras_provide():
     [required] = re.findall(r"^AVO_TEST_REQUIRE=(\S+) ", CI, re.M)
-    assert set(needs.WHY) == {"cupy", "cuda.bindings"}
+    assert set(needs.WHY) == {"cupy", "cuda.bindings", "importlinter.cli"}
     assert set(required.split(",")) == set(needs.WHY) | {"nvrtc"}  # NVIDIA's NVRTC wheel, for CPU compiles
+
+
+def test_ci_lints_with_what_the_dev_extra_installs():
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    assert any(d.startswith("ruff") for d in dev) and any(d.startswith("import-linter") for d in dev)
+    assert re.search(r"^python3 -m ruff check \.$", CI, re.M)
 
 
 def test_the_readme_gpu_line_names_the_cuda_extras():

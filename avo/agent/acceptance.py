@@ -11,8 +11,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from avo import procs
-from avo.agent.toolbase import ToolContext
+from typing import TYPE_CHECKING
+
+from avo.util import procs
+from avo.util.format import number
+
+if TYPE_CHECKING:
+    from avo.agent.tools.base import ToolContext
 
 MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""
@@ -46,7 +51,7 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
     run, lineage = ctx.run, ctx.lineage
     duplicate = lineage.find_duplicate(ctx.workspace)
     if duplicate is not None:
-        ctx.state["parent"] = duplicate
+        ctx.state.parent = duplicate
         result = run.load_eval(duplicate)
         text = f"not re-evaluated: the workspace is byte-identical to {duplicate}"
         if result is not None:
@@ -54,24 +59,24 @@ def evaluate_workspace(ctx: ToolContext, rationale: str):
         return text, report(ctx, duplicate, lineage.info(duplicate).parent, result, accepted=False,
                             duplicate_of=duplicate, verdict="duplicate")
 
-    parent = ctx.state.get("parent")
+    parent = ctx.state.parent
     result = ctx.evaluator.evaluate(ctx.workspace)
     run.hold_eval(result)
-    cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.get("model", ""),
+    cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.model,
                          rationale=rationale)
     run.save_eval(cid, result)
-    ctx.state["parent"] = cid
-    ctx.state["candidates"] = ctx.state.get("candidates", 0) + 1
+    ctx.state.parent = cid
+    ctx.state.candidates += 1
     accepted, verdict = decide(ctx, cid, result)
     if accepted:
         lineage.accept(cid)
-        ctx.state["since_improvement"] = 0
+        ctx.state.since_improvement = 0
     else:
-        ctx.state["since_improvement"] = ctx.state.get("since_improvement", 0) + 1
-    if ctx.state.get("last_confirm"):
+        ctx.state.since_improvement += 1
+    if ctx.state.last_confirm:
         run.append_event("confirm_end", cid=cid, accepted=accepted, verdict=verdict)
     data = report(ctx, cid, parent, result, accepted=accepted, duplicate_of=None, verdict=verdict)
-    data["confirm"] = ctx.state.pop("last_confirm", None)  # the side-by-side re-run, kept in the transcript
+    data["confirm"], ctx.state.last_confirm = ctx.state.last_confirm, None  # the re-run, kept in the transcript
     return render(cid, parent, result, verdict, data), data
 
 
@@ -99,7 +104,7 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
         incumbent = Path(tmp)
         ctx.lineage.checkout(best if best else cid, incumbent)
         again, incumbent_again = ctx.evaluator.confirm(candidate or ctx.workspace, incumbent)
-    ctx.state["last_confirm"] = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
+    ctx.state.last_confirm = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
                                  "incumbent": incumbent_again.model_dump(mode="json")}
     if again.status != "correct":
         return False, f"not accepted: the confirmation re-run was {again.status} ({again.summary()})"
@@ -136,10 +141,10 @@ def finish_confirmation(ctx: ToolContext) -> dict | None:
             accepted, verdict = decide(ctx, cid, result, Path(tmp))
         if accepted:
             ctx.lineage.accept(cid)
-            ctx.state["since_improvement"] = 0
+            ctx.state.since_improvement = 0
     event = {"cid": cid, "accepted": accepted, "verdict": verdict, "resumed": True}
     ctx.run.append_event("confirm_end", **event)
-    ctx.state.pop("last_confirm", None)
+    ctx.state.last_confirm = None
     return event
 
 
@@ -183,4 +188,4 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
 
 
 def fmt(value, width: int = 9, digits: int = 4) -> str:
-    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
+    return number(value, f"{width}.{digits}f", none=f"{'-':>{width}}")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, NamedTuple
 
-from avo import procs
+from avo.util import procs
 from avo.agent.models.base import Message, ToolSpec
 
 MAX_NOTES_CHARS = 8_000
@@ -137,7 +137,12 @@ def conversation_tokens(system: str, messages: list[Message]) -> int:
     return chars // 4
 
 
-def lineage_counters(lineage) -> dict[str, int]:
+class Counters(NamedTuple):
+    candidates: int
+    since_improvement: int
+
+
+def lineage_counters(lineage) -> Counters:
     """Candidates the agent has made (the baseline excluded) and evaluations since the last accepted one."""
     infos = lineage.log()
     since = 0
@@ -145,4 +150,4 @@ def lineage_counters(lineage) -> dict[str, int]:
         if info.accepted or info.cid == lineage.best:
             break
         since += 1
-    return {"candidates": sum(1 for i in infos if i.parent is not None), "since_improvement": since}
+    return Counters(sum(1 for i in infos if i.parent is not None), since)

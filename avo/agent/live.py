@@ -15,6 +15,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from avo.util.format import number
+
 
 def short_args(arguments: dict | None) -> str:
     if not arguments:
@@ -132,8 +134,8 @@ class RunView:
                     + ("" if self.timing_source == "gpu" else f" [{self.timing_source}]"), style="green")
         cases = Table("case", "TFLOPS", "library", "speedup", box=None, padding=(0, 1))
         for c in self.best_cases[:12]:
-            cases.add_row(str(c.get("case")), _num(c.get("tflops")), _num(c.get("library_tflops")),
-                          _num(c.get("speedup"), 3))
+            cases.add_row(str(c.get("case")), number(c.get("tflops"), ".1f"), number(c.get("library_tflops"), ".1f"),
+                          number(c.get("speedup"), ".3f"))
         status = Text(f"now: {self.action}" + ("  (stopping after this step)" if self.stopping else ""))
         parts = [head, best, cases, status]
         if self.pause:
@@ -142,5 +144,3 @@ class RunView:
         return Group(*parts)
 
 
-def _num(value, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"

@@ -11,16 +11,25 @@ import signal
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from avo.agent import context
 from avo.agent.acceptance import finish_confirmation
-from avo.agent.accounting import cost_usd, redact, secret_values
+from avo.agent.accounting import cost_usd
+from avo.agent.controls import Controls
 from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
 from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
-from avo.agent.toolbase import ToolError
+from avo.agent.tools.base import Tool, ToolContext, ToolError
 from avo.errors import UserError
+from avo.util.secrets import redact, secret_values
+
+if TYPE_CHECKING:
+    from avo.agent.context import Situation
+    from avo.agent.live import RunView
+    from avo.agent.models.base import Model
+    from avo.run.directory import Run
 
 MAX_IDLE_TURNS = 3
 NUDGE = ("No tool was called. The run continues until its budget ends: pick the next change, edit the kernel, "
@@ -28,27 +37,25 @@ NUDGE = ("No tool was called. The run continues until its budget ends: pick the 
 
 
 class Agent:
-    def __init__(self, *, run, model, tools, ctx, situation, view=None, clock=time.monotonic):
+    def __init__(self, *, run: Run, model: Model, tools: dict[str, Tool], ctx: ToolContext, situation: Situation,
+                 view: RunView | None = None, controls: Controls | None = None, clock=time.monotonic):
         self.rundir, self.model, self.tools, self.ctx, self.situation = run, model, tools, ctx, situation
         self.view, self.clock = view, clock
+        self.controls = controls or Controls()
+        """Shared with the model's retry policy, if it has one: Ctrl-C, the budget check and the record."""
         self.cfg, self.budget = situation.config.agent, situation.config.budget
         self.specs = [tool.spec() for tool in tools.values()]
         self.system = context.system_prompt(situation, self.specs)
         self.messages: list[Message] = []
         self.secrets = secret_values()
         self.started, self.elapsed_before, self.cost = clock(), 0.0, 0.0
-        self.idle_turns, self.supervised_at, self.stop_requested, self.resumed = 0, 0, False, False
+        self.idle_turns, self.supervised_at, self.resumed = 0, 0, False
         self.unpriced = False
         self.restart_floor = 0
         """Tokens the conversation held right after the last restart: the summary alone can pass the limit, and
         restarting again before the conversation has grown would only lose the last step's context."""
-        ctx.state.setdefault("model", model.name)
-        policy = getattr(model, "policy", None)  # network backends: show API pauses, stop waiting on Ctrl-C
-        if policy is not None:
-            policy.on_wait = lambda n, s, why: self.record("api_wait", attempt=n, delay_s=round(s, 1), reason=why)
-            policy.on_recovered = lambda n: self.record("api_resumed", failed_attempts=n)
-            policy.should_stop = lambda: self.stop_requested
-            policy.check = self.check_budget  # an outage ends with the time budget, not after it
+        ctx.state.model = ctx.state.model or model.name
+        self.controls.check_budget, self.controls.record = self.check_budget, self.record
 
     def begin(self, opening: Message) -> None:
         self.messages = [opening]
@@ -61,8 +68,8 @@ class Agent:
             last.update({k: event[k] for k in ("elapsed_s", "cost_usd_total", "workspace_parent") if k in event})
         self.elapsed_before, self.cost = float(last.get("elapsed_s", 0.0)), float(last.get("cost_usd_total", 0.0))
         lineage = self.ctx.lineage
-        self.ctx.state.update(context.lineage_counters(lineage),
-                              parent=last.get("workspace_parent") or lineage.best or lineage.baseline)
+        self.ctx.state.candidates, self.ctx.state.since_improvement = context.lineage_counters(lineage)
+        self.ctx.state.parent = last.get("workspace_parent") or lineage.best or lineage.baseline
         finished = finish_confirmation(self.ctx)  # a re-run the stop cut short: decided before anything else
         if finished is not None and self.view is not None:
             self.view.event("confirm_end", finished)
@@ -76,7 +83,7 @@ class Agent:
         previous = self._install_sigint()
         try:
             while True:
-                if self.stop_requested:
+                if self.controls.stop_requested:
                     raise Interrupted("interrupted (Ctrl-C): resume with avo evolve --resume")
                 self.step()
         except StopRun as stop:
@@ -158,7 +165,7 @@ class Agent:
                 data = {"traceback": traceback.format_exc(limit=8)}
         result = ToolResult(call_id=call.id, name=call.name, content=content, is_error=error, data=data)
         self.record("tool_result", id=call.id, name=call.name, content=content, is_error=error, data=data,
-                    workspace_parent=self.ctx.state.get("parent"), **self.progress())
+                    workspace_parent=self.ctx.state.parent, **self.progress())
         return result
 
     def check_budget(self) -> None:
@@ -173,12 +180,12 @@ class Agent:
 
     def progress(self) -> dict:
         return {"elapsed_s": round(self.elapsed_before + self.clock() - self.started, 3),
-                "cost_usd_total": round(self.cost, 6), "candidates": self.ctx.state.get("candidates", 0),
-                "since_improvement": self.ctx.state.get("since_improvement", 0)}
+                "cost_usd_total": round(self.cost, 6), "candidates": self.ctx.state.candidates,
+                "since_improvement": self.ctx.state.since_improvement}
 
     def maybe_supervise(self) -> str | None:
         """After `supervisor_after` evaluations without improvement, the same model reviews the trajectory."""
-        since, every = self.ctx.state.get("since_improvement", 0), self.cfg.supervisor_after
+        since, every = self.ctx.state.since_improvement, self.cfg.supervisor_after
         self.supervised_at = 0 if since < self.supervised_at else self.supervised_at
         if not every or since - self.supervised_at < every:
             return None
@@ -192,7 +199,7 @@ class Agent:
         budget_line = (f"{p['elapsed_s'] / 3600:.2f} of {b.hours:g} h, {p['candidates']} candidates"
                        + (f" of {b.max_candidates}" if b.max_candidates else "") + f", ${p['cost_usd_total']:.2f}")
         summary = context.restart_message(self.situation, self.rundir, self.ctx.lineage, reason=reason,
-                                          parent=self.ctx.state.get("parent"), budget_line=budget_line)
+                                          parent=self.ctx.state.parent, budget_line=budget_line)
         if carry:  # e.g. a supervisor review made in the step that triggered the restart
             summary.text += "\n\n" + carry
         self.messages = [summary]
@@ -210,9 +217,10 @@ class Agent:
             return None
 
         def on_sigint(signum, frame):
-            if self.stop_requested:  # second Ctrl-C: stop now
+            if self.controls.stop_requested:  # second Ctrl-C: stop now
                 raise KeyboardInterrupt
-            self.stop_requested = True  # only a flag: writing from a signal handler could tear a transcript line
+            # only a flag: writing from a signal handler could tear a transcript line
+            self.controls.stop_requested = True
             if self.view is not None:
                 self.view.stopping = True
 

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import typer
 
 from avo.errors import UserError
-from avo.evaluate.guards_rules import OPS_POLICIES
+from avo.evaluate.guards.rules import OPS_POLICIES
+from avo.util.format import finite
 
 SUITES = ("bench", "check", "tiny")
 SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
         from avo.config import EvalConfig
         from avo.evaluate.harness import Evaluator
-        from avo.tasks.kernelbench import BASELINES, with_options
+        from avo.tasks.kernelbench.spec import BASELINES, with_options
 
         if Path(kernel).is_dir():
             from avo.commands.bench_folder import bench_folder
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
 def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     """(candidate folder, task, GPU profile), or a UserError saying what to fix; nothing is spawned before this."""
     from avo import tasks
-    from avo.evaluate.loader import KERNEL_FILE, defines_entry
+    from avo.evaluate.worker.loader import KERNEL_FILE, defines_entry
     from avo.gpus import resolve
     from avo.seed_target import check_seed_for_gpu
 
@@ -113,14 +113,6 @@ def validate_choices(suite: str, device: str) -> None:
         raise UserError(f"unknown device '{device}': use cuda, or interpret to run on the CPU")
 
 
-def _num(value: float | None, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return format(value, fmt)
-
-
 def render(result, folder: Path, task_name: str, suite: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -136,9 +128,9 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
     for c in result.cases:
         correct = "-" if c.correct is None else ("yes" if c.correct else "NO")
         spread = "-" if c.spread is None else f"{c.spread * 100:.1f}%"
-        table.add_row(f"{c.case} ({c.suite})", correct, _num(c.rel_err, ".2e"), _num(c.ms, ".4g"),
-                      _num(c.library_ms, ".4g"), _num(c.tflops, ".4g"), _num(c.library_tflops, ".4g"),
-                      _num(c.speedup, ".3f"), spread)
+        table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
+                      finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
+                      finite(c.speedup, ".3f"), spread)
     console.print(table)
     console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
                   + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from avo import sweep
+from avo.tasks.kernelbench import sweep
 from avo.errors import UserError
 
 
@@ -51,7 +51,7 @@ def score_problem(problem: Path, solution: Path, *, profile, device: str, config
                   timed: bool) -> sweep.Row:
     """One problem's row: its solution checked and timed against eager (and torch.compile), or why it could not be."""
     from avo.evaluate.harness import Evaluator
-    from avo.tasks.kernelbench import with_options
+    from avo.tasks.kernelbench.spec import with_options
 
     stem = problem.stem
     spec = with_options(str(problem), ops=ops)

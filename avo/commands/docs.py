@@ -23,7 +23,7 @@ class _WarningLine(logging.Handler):
 
 
 def _library():
-    from avo import docs
+    from avo.docs import library as docs
 
     if not any(isinstance(h, _WarningLine) for h in docs.log.handlers):
         docs.log.addHandler(_WarningLine(logging.WARNING))

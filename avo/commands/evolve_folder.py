@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from avo import sweep
-from avo.atomic import write_text_atomic
+from avo.tasks.kernelbench import sweep
+from avo.util.atomic import write_text_atomic
 from avo.errors import UserError
 
 INTERRUPTED = 130
@@ -26,8 +26,8 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
     from avo.commands.bench_folder import load_problem
     from avo.commands.evolve import evolve
     from avo.config import RunConfig
-    from avo.run import Run, check_run_id
-    from avo.tasks.kernelbench import with_options
+    from avo.run.directory import Run, check_run_id
+    from avo.tasks.kernelbench.spec import with_options
 
     out = out or sys.stdout
     say = lambda line: print(line, file=out, flush=True)  # noqa: E731

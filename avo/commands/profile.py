@@ -47,7 +47,7 @@ def profile(
     profile_gpu = resolve(gpu, "cuda")
     out_dir = None
     if run is not None:
-        from avo.run import Run
+        from avo.run.directory import Run
 
         opened = Run.open(run, runs_dir)
         out_dir = opened.profiles_dir

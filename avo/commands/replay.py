@@ -24,8 +24,8 @@ def replay(
     quiet: bool = typer.Option(False, "--quiet", help="With --redrive: plain log lines instead of the dashboard."),
 ) -> None:
     """The run as a timeline: each step's phase, tool calls, rationale, result and the best fitness so far."""
-    from avo import replay_view as timeline
-    from avo.run import Run
+    from avo.replay import view as timeline
+    from avo.run.directory import Run
 
     modes = [name for name, on in (("--step", step is not None), ("--follow", follow), ("--rebench", rebench),
                                    ("--redrive", redrive)) if on]
@@ -47,15 +47,17 @@ def replay(
                 why = "stopped watching (the run itself goes on)"
             console.print(why)
         elif rebench:
-            from avo.replay_rebench import rebench as rescore, show_rescores
+            from avo.replay.rebench import rebench as rescore, show_rescores
 
             rows = rescore(opened, everything=all_candidates, device=device, gpu=gpu,
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
             show_rescores(console, opened, rows)
         elif redrive:
-            from avo.replay_rebench import redrive as drive
+            from avo.commands.evolve import evolve
+            from avo.replay.rebench import redrive_settings
 
-            raise typer.Exit(drive(opened, runs_dir=runs_dir, device=device, gpu=gpu, quiet=quiet))
+            settings = redrive_settings(opened, runs_dir=runs_dir, device=device, gpu=gpu)
+            raise typer.Exit(evolve(overrides=settings, config_file=None, resume=None, quiet=quiet))
         else:
             timeline.show_timeline(opened, console)
     finally:

@@ -18,8 +18,8 @@ def report(
                                                     "`avo serve`; no script, no network) instead of figures."),
 ) -> None:
     """Figures (fitness over time and candidates, TFLOPS per case, status counts) and report.md; or one HTML file."""
-    from avo.report import write_report
-    from avo.run import Run
+    from avo.report.build import write_report
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:

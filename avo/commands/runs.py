@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from avo.util.format import number
+
 RUNS_DIR = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs.")
 
 
@@ -16,10 +18,6 @@ def _console():
 
     # piped output keeps whole lines rather than rich's 80-column default
     return Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
-
-
-def _num(value, fmt: str = ".3f", none: str = "-") -> str:
-    return none if value is None else format(value, fmt)
 
 
 def _fitness(value, device: str) -> str:
@@ -42,7 +40,7 @@ def runs(runs_dir: Path = RUNS_DIR) -> None:
     from rich.table import Table
 
     from avo.errors import UserError
-    from avo.run import list_runs
+    from avo.run.directory import list_runs
 
     table = Table("run", "task", "GPU", "agent", "candidates ok/failed", "best fitness", "state", "started",
                   title=f"runs in {runs_dir}")
@@ -70,7 +68,7 @@ def show(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
          cid: str | None = typer.Argument(None, help="A candidate: cid, best, baseline, cid^ or a git revision."),
          runs_dir: Path = RUNS_DIR) -> None:
     """A run's summary, or one candidate: status, fitness, per-case results, rationale, files."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -123,9 +121,9 @@ def _show_candidate(run, rev: str) -> None:
                       title=f"cases ({ev.get('timing_source', '?')} timing)")
         for case in ev["cases"]:
             correct = {True: "yes", False: "NO"}.get(case.get("correct"), "-")
-            table.add_row(case.get("suite", ""), case.get("case", ""), correct, _num(case.get("rel_err"), ".2e"),
-                          _num(case.get("ms")), _num(case.get("tflops"), ".1f"),
-                          _num(case.get("library_tflops"), ".1f"), _num(case.get("speedup")))
+            table.add_row(case.get("suite", ""), case.get("case", ""), correct, number(case.get("rel_err"), ".2e"),
+                          number(case.get("ms"), ".3f"), number(case.get("tflops"), ".1f"),
+                          number(case.get("library_tflops"), ".1f"), number(case.get("speedup"), ".3f"))
         console.print(table)
     console.print("rationale:", markup=False)
     console.print(c.rationale or "(none)", markup=False)
@@ -139,7 +137,7 @@ def diff(a: str = typer.Argument(..., help="best, baseline, a cid, cid^, or a gi
          as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
          runs_dir: Path = RUNS_DIR) -> None:
     """Code diff A -> B (avo.json left out), per-case TFLOPS of A and B with their ratio, and both statuses."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -193,8 +191,8 @@ def _print_diff(run_id: str, side_a: tuple, side_b: tuple, text: str, cases: lis
         table = Table("suite", "case", f"TFLOPS A ({side_a[1]})", f"TFLOPS B ({side_b[1]})", "A/B",
                       title=f"run {run_id}, {' vs '.join(sorted(sources))} timing")
         for row in cases:
-            table.add_row(row["suite"] or "", row["case"] or "", _num(row["tflops_a"], ".1f"),
-                          _num(row["tflops_b"], ".1f"), _num(row["ratio"], ".3f"))
+            table.add_row(row["suite"] or "", row["case"] or "", number(row["tflops_a"], ".1f"),
+                          number(row["tflops_b"], ".1f"), number(row["ratio"], ".3f"))
         console.print(table)
     else:
         console.print("no timed cases in A or B")
@@ -204,7 +202,7 @@ def rollback(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
              cid: str = typer.Argument(..., help="The candidate main and the workspace go back to."),
              runs_dir: Path = RUNS_DIR) -> None:
     """Move main and the run's working copy back to CID. Every candidate stays in the lineage."""
-    from avo.run import Run
+    from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -223,8 +221,8 @@ def export(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
            output: Path = typer.Option(..., "-o", "--output", help="The file to write (a tar)."),
            runs_dir: Path = RUNS_DIR) -> None:
     """Write the run as one file: a git bundle of its lineage plus its JSON files and transcript."""
-    from avo.run import Run
-    from avo.run_archive import export_run
+    from avo.run.directory import Run
+    from avo.run.archive import export_run
 
     opened = Run.open(run, runs_dir)
     try:
@@ -237,7 +235,7 @@ def export(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
 def import_(file: Path = typer.Argument(..., help="A file written by `avo export`."),
             runs_dir: Path = RUNS_DIR) -> None:
     """Recreate an exported run under --runs-dir."""
-    from avo.run_archive import import_run
+    from avo.run.archive import import_run
 
     run = import_run(file, runs_dir)
     print(f"imported {run.id} into {runs_dir} ({len(run.lineage)} candidates)")

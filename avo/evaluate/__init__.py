@@ -1,1 +1,31 @@
-"""Is a candidate correct, and how fast: scored in an isolated child process (see harness.py)."""
+"""Is a candidate correct, and how fast: scored in an isolated child process.
+
+- `harness.py`: the parent side: spawns the worker with a scrubbed environment, applies the stage limits, kills its
+  process group when one is exceeded, reads its signed verdict.
+- `result.py`: EvalResult and CaseResult, stored as `evals/<cid>.json`.
+- `worker/`: the child side: candidate loader, check and bench stages, timing.
+- `guards/`: the reward-hacking checks, static and at run time, with their rules.
+- `cuda_compile.py`: CUDA sources compiled with nvcc where there is no GPU (compile errors, register reports).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from avo.evaluate.result import EvalResult
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the agent needs of an evaluator: harness.Evaluator (a fresh worker process per evaluation) is the one
+    avo runs with; tests give a fake that scores instantly."""
+
+    def evaluate(self, candidate_dir: Path) -> EvalResult:
+        """Score one candidate folder: check suite, then the bench suite timed against the library."""
+        ...
+
+    def confirm(self, candidate_dir: Path, incumbent_dir: Path) -> tuple[EvalResult, EvalResult]:
+        """Re-score a candidate and the incumbent side by side, timed interleaved (for acceptance)."""
+        ...

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-from avo import procs
+from avo.util import procs
 from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
 
 DEFAULT_TIMEOUT_S = 180.0
@@ -119,8 +119,6 @@ def nvcc_command(nvcc: str, build: Build, arch: str, output: Path) -> list[str]:
 
 
 def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float) -> tuple[bool, str, dict]:
-    from avo.profile.sass import parse_ptxas_verbose
-
     name = build.source.relative_to(build.folder).as_posix()
     returncode, stdout, stderr = procs.run(nvcc_command(nvcc, build, arch, output), timeout_s=timeout_s,
                                            cwd=output.parent, merge_stderr=False)
@@ -135,3 +133,27 @@ def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float)
         resources[kernel] = {"source": name, **facts}
     log = f"{name}: nvcc warnings:\n{trim_log(messages, build.folder)}" if messages else ""
     return True, log, resources
+
+
+def parse_ptxas_verbose(text: str) -> dict[str, dict]:
+    """Per function: registers, spill store/load bytes, stack frame and static shared bytes, from `ptxas -v` output."""
+    found: dict[str, dict] = {}
+    current: dict | None = None
+    for line in text.splitlines():
+        entry = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
+        if entry:
+            current = found.setdefault(entry.group(1) or entry.group(2), {
+                "registers": None, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_bytes": 0,
+                "static_shared_bytes": 0})
+            continue
+        if current is None:
+            continue
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if frame:
+            current["stack_bytes"], current["spill_store_bytes"], current["spill_load_bytes"] = map(int, frame.groups())
+        used = re.search(r"Used (\d+) registers", line)
+        if used:
+            current["registers"] = int(used.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            current["static_shared_bytes"] = int(smem.group(1)) if smem else 0
+    return found

@@ -1,16 +1,15 @@
 """The parent side of an evaluation: spawn the worker, watch its stages, kill it when it overstays, read its verdict.
 
 The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
-(avo.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
-come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed
-when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail of its
-stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
+(avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment (the
+policy is avo.util.secrets). Stage limits come from EvalConfig: import (import and first launch, i.e. compile), check
+and bench; the whole group is SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported
+with its signal and the tail of its stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
 import subprocess
@@ -18,35 +17,27 @@ import sys
 import time
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.config import EvalConfig
 from avo.evaluate.result import EvalResult
 from avo.gpus import GpuProfile
+from avo.util.secrets import without_secrets
 
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "HF_")
 STAGE_GROUP = {"start": "import", "static": "import", "import": "import", "compile": "import", "check": "check",
                "bench": "bench", "done": "done"}
 DONE_GRACE_S = 60.0
 """How long the worker may take to exit after writing its result."""
 POLL_S = 0.05
 STDERR_TAIL = 3000
-STDERR_MARK = "--- stderr (tail) ---"
-"""Between a crash's one-line cause and the tail of the worker's stderr (avo.sweep reads it)."""
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    """The parent's environment minus anything that looks like a credential; TRITON_INTERPRET set by device.
+    """The parent's environment minus its secrets (util/secrets.py); TRITON_INTERPRET set by device.
 
     Inductor (torch.compile, a KernelBench baseline) compiles on the worker's own thread: with a compile pool its
     threads start whenever results come back, at any moment, and the Sentinel would take them for the candidate's
     (seen on the H200: 'subproc_worker_timer' started during the check stage)."""
-    env = {}
-    for name, value in os.environ.items():
-        upper = name.upper()
-        if any(m in upper for m in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES):
-            continue
-        env[name] = value
+    env = without_secrets()
     env.pop("TRITON_INTERPRET", None)
     if device == "interpret":
         env["TRITON_INTERPRET"] = "1"
@@ -66,7 +57,7 @@ class Evaluator:
 
     def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None):
         if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
-            from avo.tasks.kernelbench import absolute_spec
+            from avo.tasks.kernelbench.spec import absolute_spec
 
             task_spec = absolute_spec(task_spec)
         self.task_spec = task_spec
@@ -96,7 +87,8 @@ class Evaluator:
                 "done": DONE_GRACE_S}
 
     def request(self, candidate_dirs: list[Path], mode: str) -> dict:
-        """What the worker is asked to do (`worker.run`'s request), less where it writes its result and progress."""
+        """What the worker is asked to do (the request of worker/evaluation.py's `run`), less where it writes its
+        result and progress."""
         check_suite, bench_suite = self.suites()
         return {
             "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
@@ -117,9 +109,9 @@ class Evaluator:
             workdir.mkdir()
             env = scrubbed_env(self.device)
             # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
-            # keeps the candidate's bytecode out of its folder, both ways; see worker.load_candidate. Bytecode of
-            # torch and triton is written and reused as usual: without it each evaluation recompiled torch's Python
-            # modules, seconds of every evaluation.)
+            # keeps the candidate's bytecode out of its folder, both ways; see load_candidate in worker/evaluation.py.
+            # Bytecode of torch and triton is written and reused as usual: without it each evaluation recompiled
+            # torch's Python modules, seconds of every evaluation.)
             (tmp_path / "tmp").mkdir()
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"))
@@ -201,7 +193,7 @@ class Evaluator:
         stage, case = ((marks[-1].split("\t") + ["", ""])[:2]) if marks else ("start", "")
         where = f" during stage {stage}" + (f", case {case}" if case else "")
         tail = (tmp_path / "stderr").read_bytes()[-STDERR_TAIL:].decode(errors="replace").strip()
-        message = f"the evaluation process {how}{where}" + (f"\n{STDERR_MARK}\n{tail}" if tail else "")
+        message = f"the evaluation process {how}{where}" + (f"\n{procs.STDERR_MARK}\n{tail}" if tail else "")
         return self._failure("crash", "crash", message)
 
     def _failure(self, status: str, rule: str, message: str) -> EvalResult:

@@ -33,7 +33,7 @@ class CaseResult(BaseModel):
     """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
     library_ms_error: float | None = None
     input_scale: float = 1.0
-    """The factor the case's floating-point inputs were scaled by before the call (check_stage.CHECK_SCALES)."""
+    """The factor the case's floating-point inputs were scaled by before the call (worker.check.CHECK_SCALES)."""
     message: str = ""
 
 

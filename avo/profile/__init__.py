@@ -1,4 +1,11 @@
-"""Where the time goes and what the compiler made: Nsight Compute summaries and compile facts for a candidate."""
+"""Where the time goes and what the compiler made: Nsight Compute summaries and compile facts for a candidate.
+
+- `ncu.py`: Nsight Compute run on one bench case (`driver.py` is the program it profiles); `ncu_report.py` parses its
+  CSV, `ncu_summary.py` boils it down to the lines an agent reads.
+- `compiler.py`: compile facts (registers, spills, shared memory, instruction mix) for Triton (`triton_capture.py`,
+  compiled for the target in a child process) and CUDA sources (nvcc); `sass.py` reads SASS and PTX.
+The agent reaches these through avo/agent/tools/profile.py.
+"""
 
 from avo.errors import UserError
 

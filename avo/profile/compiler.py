@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
 from avo.profile import ProfileError, sass
 from avo.profile.ncu import pick_case, run_command

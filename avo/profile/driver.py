@@ -21,7 +21,7 @@ WARMUP_CALLS = 3
 def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int) -> str:
     import torch
 
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
     from avo.tasks import load
 
     task = load(task_spec)
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--status", type=Path, required=True)
     args = parser.parse_args(argv)
-    from avo.procs import die_with_parent
+    from avo.util.procs import die_with_parent
 
     die_with_parent()  # started by ncu, not by avo: when ncu dies with avo, this goes too
     try:

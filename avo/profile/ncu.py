@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from avo import procs
+from avo.util import procs
 from avo.profile import ProfileError
 from avo.profile.driver import RANGE
 from avo.profile.ncu_report import BANK_CONFLICT_METRICS, TENSOR_PIPE_METRICS, parse_details_csv

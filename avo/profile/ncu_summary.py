@@ -82,7 +82,8 @@ def render(s: dict) -> str:
     if r:
         lines.append(f"roofline: {r['achieved_tflops']} TFLOPS = {r['pct_of_peak_compute']}% of the "
                      f"{r['peak_tflops']:g} bf16 peak; {r['achieved_gbps']:g} GB/s = {r['pct_of_peak_bandwidth']}% "
-                     f"of HBM; intensity {r['arithmetic_intensity']:g} FLOP/B vs ridge {r['ridge_point']:g} -> {r['bound']}-bound, "
+                     f"of HBM; intensity {r['arithmetic_intensity']:g} FLOP/B vs ridge {r['ridge_point']:g} -> "
+                     f"{r['bound']}-bound, "
                      f"{r['pct_of_roofline']}% of attainable")
     lines.append(f"speed of light: SM {_pct(s['sm_throughput_pct'])}, memory {_pct(s['memory_throughput_pct'])} "
                  f"(DRAM {_pct(s['dram_throughput_pct'])}, L2 {_pct(s['l2_throughput_pct'])}, "

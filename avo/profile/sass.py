@@ -41,7 +41,7 @@ def tool(name: str) -> str:
 
 
 def run_tool(cmd: list[str], timeout_s: float = 120.0) -> str:
-    from avo import procs
+    from avo.util import procs
 
     returncode, stdout, stderr = procs.run(cmd, timeout_s=timeout_s, merge_stderr=False)
     if returncode is None:
@@ -49,30 +49,6 @@ def run_tool(cmd: list[str], timeout_s: float = 120.0) -> str:
     if returncode != 0:
         raise RuntimeError(f"{Path(cmd[0]).name} failed: {(stderr or stdout).strip()[-500:]}")
     return stdout + stderr
-
-
-def parse_ptxas_verbose(text: str) -> dict[str, dict]:
-    """Per function: registers, spill store/load bytes, stack frame and static shared bytes, from `ptxas -v` output."""
-    found: dict[str, dict] = {}
-    current: dict | None = None
-    for line in text.splitlines():
-        entry = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
-        if entry:
-            current = found.setdefault(entry.group(1) or entry.group(2), {
-                "registers": None, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_bytes": 0,
-                "static_shared_bytes": 0})
-            continue
-        if current is None:
-            continue
-        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-        if frame:
-            current["stack_bytes"], current["spill_store_bytes"], current["spill_load_bytes"] = map(int, frame.groups())
-        used = re.search(r"Used (\d+) registers", line)
-        if used:
-            current["registers"] = int(used.group(1))
-            smem = re.search(r"(\d+) bytes smem", line)
-            current["static_shared_bytes"] = int(smem.group(1)) if smem else 0
-    return found
 
 
 def resource_usage(cubin: Path) -> dict[str, dict]:

@@ -23,7 +23,9 @@ from types import SimpleNamespace
 from typing import Any, Callable
 from unittest import mock
 
+from avo.evaluate.cuda_compile import parse_ptxas_verbose
 from avo.profile import sass
+from avo.tasks.meta import meta_inputs
 
 
 @dataclass
@@ -142,42 +144,6 @@ def _plain(value):
     return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
 
 
-def meta_inputs(task, case) -> tuple:
-    """The case's inputs as meta tensors (shapes, strides, dtypes; no memory, no random numbers drawn).
-
-    Tensor factories are redirected to the meta device while make_inputs runs; should make_inputs need real values,
-    FakeTensorMode (slower to start) and then real CPU tensors are the fallbacks.
-    """
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    factories = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.empty, torch.empty_strided,
-                 torch.zeros, torch.ones, torch.full, torch.arange, torch.linspace, torch.eye}
-
-    class MetaFactories(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = dict(kwargs or {})
-            if func in factories:
-                kwargs["device"] = "meta"
-                kwargs.pop("generator", None)
-                kwargs.pop("pin_memory", None)
-            return func(*args, **kwargs)
-
-    try:
-        with MetaFactories():
-            inputs = task.make_inputs(case, 0, "cpu")
-    except Exception:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        try:
-            with FakeTensorMode():
-                inputs = task.make_inputs(case, 0, "cpu")
-        except Exception:
-            inputs = task.make_inputs(case, 0, "cpu")
-    return tuple(torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-                 if isinstance(x, torch.Tensor) else x for x in inputs)
-
-
 def capture(call: Callable[[], Any], gpu) -> tuple[list[Launch], str | None]:
     """Launches made by `call()` compiled for `gpu`, and the error the call raised, if any."""
     error = None
@@ -203,7 +169,7 @@ def analyze(launch: Launch, gpu) -> dict:
         fmad = [] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"]
         verbose = sass.run_tool([_ptxas(meta.target.arch), "-v", "--regAllocOptLevel=2", *fmad,
                                  f"--gpu-name={arch}", str(ptx), "-o", str(Path(tmp) / "check.cubin")])
-    ptxas = sass.parse_ptxas_verbose(verbose)
+    ptxas = parse_ptxas_verbose(verbose)
     ptxas = ptxas.get(launch.name) or next(iter(ptxas.values()), {})
     registers = usage.get("REG", ptxas.get("registers"))
     threads = meta.num_warps * 32 * getattr(meta, "num_ctas", 1)
@@ -245,7 +211,7 @@ def _ptxas(capability: int) -> str:
 
 
 def inspect_case(candidate: Path, task_spec: str, suite: str, index: int, gpu) -> dict:
-    from avo.evaluate.loader import load_entry
+    from avo.evaluate.worker.loader import load_entry
     from avo.tasks import load
 
     task = load(task_spec)

@@ -1,4 +1,10 @@
-"""Task registry: `load("attention")`, `load("gemm")`, or `load("path/to/problem.py")` for a KernelBench file."""
+"""Task registry: `load("attention")`, `load("gemm")`, or `load("path/to/problem.py")` for a KernelBench file.
+
+- `base.py`: the Task protocol, cases and suites, and the relative-norm error.
+- `attention.py`, `gemm.py`: the built-in tasks, their reference, library path, bench suites and seeds.
+- `kernelbench/`: KernelBench-format problem files as tasks.
+- `meta.py`: a case's inputs as meta tensors (compiling without running).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ def load(spec: str) -> Task:
         if not path.is_file():
             raise UserError(f"task file not found: {path}")
         try:
-            from avo.tasks.kernelbench import KernelBenchTask
+            from avo.tasks.kernelbench.task import KernelBenchTask
         except ImportError:
             raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
         return KernelBenchTask.from_spec(spec)

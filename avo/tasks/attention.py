@@ -104,7 +104,8 @@ class AttentionTask:
     name = "attention"
     entry = "attention"
     compile_ahead = True
-    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead (evaluate/precompile.py)."""
+    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead
+    (evaluate/worker/precompile.py)."""
 
     def __init__(self) -> None:
         self._library_paths: dict[tuple, str] = {}

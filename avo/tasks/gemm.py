@@ -27,7 +27,8 @@ class GemmTask:
     name = "gemm"
     entry = "gemm"
     compile_ahead = True
-    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead (evaluate/precompile.py)."""
+    """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead
+    (evaluate/worker/precompile.py)."""
 
     def cases(self, suite: str) -> list[Case]:
         if suite == "bench":

@@ -16,7 +16,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from avo.lineage_objects import run_git
+from avo.run.lineage.objects import run_git
 
 HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)")
 MAX_FILE_BYTES = 1_000_000
@@ -80,7 +80,7 @@ def diff_table(lineage, a: str, b: str) -> Markup:
             o, n = o + (sign != "+"), n + (sign != "-")
             rows.append(f'<tr class="{kind}"><td class="ln">{left}</td><td class="ln">{right}</td>'
                         f'<td class="code"><span class="sign">{sign}</span>{code}</td></tr>')
-        elif in_header and line.startswith(("Binary files", "new file", "deleted file", "rename ", "similarity", "old mode",
-                              "new mode")):
+        elif in_header and line.startswith(("Binary files", "new file", "deleted file", "rename ", "similarity",
+                                             "old mode", "new mode")):
             rows.append(f'<tr class="meta"><td colspan="3">{escape(line)}</td></tr>')
     return Markup(f'<table class="diff highlight">{"".join(rows)}</table>')

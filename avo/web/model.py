@@ -1,8 +1,8 @@
 """What the web pages show, read from a run directory: nothing here writes to a run.
 
-The run page reuses `avo.report.gather` (the same points, budget and provenance as `avo report`). The candidate page
-adds what only the transcript knows: the agent's turns that led to a candidate, and the profile and compile reports
-taken of it.
+The run page reuses `gather` of avo/report/build.py (the same points, budget and provenance as `avo report`). The
+candidate page adds what only the transcript knows: the agent's turns that led to a candidate, and the profile and
+compile reports taken of it.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from avo.lineage_format import CID_PATTERN
-from avo.replay import Marker, Step, build
-from avo.replay_rebench import recorded_eval
+from avo.run.lineage.records import CID_PATTERN
+from avo.replay.timeline import Marker, Step, build
+from avo.replay.rebench import recorded_eval
 from avo.web.diffs import diff_table
 
 EDIT_TOOLS = frozenset({"edit_file", "write_file", "shell"})

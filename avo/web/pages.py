@@ -15,8 +15,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from pygments.formatters import HtmlFormatter
 
-from avo.report import STATUS_COLOR, gather
-from avo.report_markdown import budget_line
+from avo.report.build import gather
+from avo.report.colors import STATUS_COLOR
+from avo.report.markdown import budget_line
 from avo.web import model, svg
 
 TEXT_LIMIT = 20_000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from avo.atomic import write_text_atomic
+from avo.util.atomic import write_text_atomic
 from avo.errors import UserError
 from avo.web.pages import report_page
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from avo.errors import UserError
-from avo.run import Run, list_runs
+from avo.run.directory import Run, list_runs
 from avo.web import model, pages
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

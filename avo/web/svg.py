@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from markupsafe import Markup, escape
 
-from avo.report import ACCEPTED_COLOR, STATUS_COLOR
+from avo.report.colors import ACCEPTED_COLOR, STATUS_COLOR
 
 WIDTH, HEIGHT = 920, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 14, 42
@@ -119,13 +119,14 @@ def lineage_tree(points, link: Callable[[str], str], best: str | None, baseline:
         ring = f'stroke="{ACCEPTED_COLOR}" stroke-width="3"' if p.accepted else 'stroke="#fff" stroke-width="1"'
         labels = "".join(f'<tspan class="label {name}" dx="6">{name}</tspan>'
                          for name, at in (("best", best), ("baseline", baseline)) if at == p.cid)
+        said = p.summary if p.status != "correct" else p.rationale
         out.append(f'<a href="{escape(link(p.cid))}"><g class="node" id="node-{escape(p.cid)}" '
                    f'data-status="{escape(p.status)}" data-accepted="{str(p.accepted).lower()}">'
                    f'<title>{escape(_hover(p))}</title>'
                    f'<circle cx="{x}" cy="{y:.0f}" r="{6 if p.accepted else 5}" fill="{color}" {ring}/>'
                    f'<text x="{x + 12}" y="{y + 4:.0f}"><tspan class="cid">{escape(p.cid)}</tspan>'
                    f'<tspan dx="8">{escape(p.status)}</tspan><tspan dx="8">{p.fitness:.4g}</tspan>{labels}'
-                   f'<tspan dx="10" class="result">{escape(_short(p.summary if p.status != "correct" else p.rationale, 100))}</tspan></text></g></a>')
+                   f'<tspan dx="10" class="result">{escape(_short(said, 100))}</tspan></text></g></a>')
     out.append("</svg>")
     return Markup("".join(out))
 

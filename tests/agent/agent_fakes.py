@@ -1,14 +1,23 @@
 """A fake task and evaluator for fast loop tests: the 'kernel' states its own speed (SPEED = 1.25).
 
-The loop, tools, lineage and run directory are real; only scoring is instant and deterministic.
+The loop, tools, lineage and run directory are real; only scoring is instant and deterministic. `fake_session`
+builds a session on them (with the given model, or the one the flags name) and `evolve` drives it the way
+`avo evolve` does, printing included.
 """
 
 from __future__ import annotations
 
+import io
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from avo.agent.controls import Controls
+from avo.agent.models.factory import make_model
+from avo.agent.session import Session, settle
+from avo.commands.evolve import summarize
 from avo.evaluate.result import CaseResult, EvalResult
+from avo.run.directory import Run
 from avo.tasks.base import Case
 
 SEED_SOURCE = '''"""A stand-in kernel: the fake evaluator reads SPEED as this candidate's speedup."""
@@ -76,3 +85,52 @@ class FakeEvaluator:
         return EvalResult(status="correct", cases=[case], fitness=speed, timing_source="interpreter",
                           library="torch.matmul", device="cpu", gpu="h200", suspicious=suspicious,
                           suspicious_reason="above the GPU's peak" if suspicious else "")
+
+
+@dataclass
+class Outcome:
+    code: int
+    """What `avo evolve` would exit with: 0 finished, 130 stopped (resumable)."""
+    run: Run
+    lines: list[str] = field(default_factory=list)
+    """What the command would print, but the live view."""
+    view: str = ""
+    """What the live view printed (plain log lines)."""
+
+    @property
+    def out(self) -> str:
+        return "\n".join(self.lines) + "\n" + self.view
+
+
+def fake_session(tmp_path: Path, model=None, *, evaluator=None, task=None, seed: Path | None = None,
+                 flags: dict | None = None, resume: str | None = None) -> tuple[Session, Run | None, list[str]]:
+    """A session on the fake task and evaluator; without `model`, the one the flags name (`agent.kind`, ...), built
+    with the session's retry policy as `avo evolve` builds it. Returns the session, the run to resume and the list
+    its progress lines go to."""
+    if seed is None:
+        seed = tmp_path / "seed"
+        if not (seed / "kernel.py").is_file():
+            write_seed(seed)
+    overrides = {"kernel": "gemm", "device": "interpret", "runs_dir": str(tmp_path / "runs"), "budget.hours": 1.0,
+                 **(flags or {})}
+    settled = settle(overrides, None, resume)
+    lines: list[str] = []
+    controls = Controls()
+    if model is None:
+        model = make_model(settled.config.agent, seed=settled.config.seed, policy=controls.retry_policy(),
+                           say=lines.append)
+    session = Session(config=settled.config, task=task or FakeTask(seed), gpu=settled.gpu,
+                      evaluator=evaluator or FakeEvaluator(), model=model, seed_dir=seed, controls=controls,
+                      say=lines.append)
+    return session, settled.run, lines
+
+
+def evolve(session: Session, run: Run | None = None, lines: list[str] | None = None) -> Outcome:
+    """Open and drive the session as `avo evolve` does; its printed lines go to `lines` (and the Outcome)."""
+    lines = lines if lines is not None else []
+    session.say = lines.append
+    view = io.StringIO()
+    run = session.open(run)
+    reason = session.drive(run, quiet=True, out=view)
+    code = summarize(run, reason, session.config.runs_dir, lines.append)
+    return Outcome(code, run, lines, view.getvalue())

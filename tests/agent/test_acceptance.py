@@ -6,7 +6,7 @@ import pytest
 
 from avo.agent.acceptance import MIN_NOISE, noise
 from avo.evaluate.result import CaseResult, EvalResult
-from avo.evaluate.timing import Measurement
+from avo.evaluate.worker.timing import Measurement
 
 
 def result(errors: list[float] | None, spread: float = 0.2) -> EvalResult:

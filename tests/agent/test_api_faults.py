@@ -9,27 +9,17 @@ import time
 
 import pytest
 
-from agent_fakes import FakeEvaluator, FakeTask, write_seed
+from agent_fakes import evolve, fake_session
 from agent_loopback import Loopback, anthropic_error, anthropic_turn, openai_turn, sequence
-import avo.commands.evolve as evolve_command
 from avo.agent.models.anthropic import AnthropicModel
 from avo.agent.models.base import Message
 from avo.agent.models.openai_compat import OpenAICompatModel
 from avo.agent.models.retry import RetryPolicy
 from avo.agent.stops import BudgetExhausted
 from avo.cli import main
-from avo.run import Run
+from avo.errors import UserError
 
 START = [Message(role="user", text="start")]
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    seed = write_seed(tmp_path / "seed")
-    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
-    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: FakeEvaluator())
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
-    return tmp_path / "runs"
 
 
 def closed_port() -> int:
@@ -38,7 +28,8 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_an_outage_ends_with_the_time_budget(runs, monkeypatch):
+def test_an_outage_ends_with_the_time_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
     began = time.monotonic()
 
     def outage(index, body):  # 503 for 8 s, then answers: a run that waits past its budget gets an answer
@@ -48,24 +39,29 @@ def test_an_outage_ends_with_the_time_budget(runs, monkeypatch):
 
     with Loopback(outage) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(runs), "--quiet",
-                     "--agent", "anthropic", "--hours", "0.0005"])  # 1.8 s
+        done = evolve(fake_session(tmp_path, flags={"agent.kind": "anthropic", "budget.hours": 0.0005})[0])  # 1.8 s
     took = time.monotonic() - began
-    events = Run.open("latest", runs).events()
-    assert code == 0 and "time budget" in events[-1]["reason"]
+    events = done.run.events()
+    assert done.code == 0 and "time budget" in events[-1]["reason"]
     assert any(e["kind"] == "api_wait" for e in events) and not any(e["kind"] == "model_turn" for e in events)
     assert took < 6, f"the run outlived its budget by {took - 1.8:.1f} s"
 
 
-def test_a_server_never_reached_is_one_line_exit_2(runs, capsys):
+def test_a_server_never_reached_is_one_line_exit_2(tmp_path, capsys):
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    for extra in ([], ["--model", "m"]):  # without --model the server is asked for its model before any run
-        began = time.monotonic()
-        code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(runs), "--quiet",
-                     "--agent", "openai", "--base-url", url, "--hours", "1", *extra])
-        err = capsys.readouterr().err
-        assert code == 2 and err.startswith("avo: error: cannot connect to http://127.0.0.1:") and "refused" in err
-        assert len(err.strip().splitlines()) == 1 and time.monotonic() - began < 20
+    began = time.monotonic()  # without --model the server is asked for its model before any run
+    code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(tmp_path / "runs"),
+                 "--quiet", "--agent", "openai", "--base-url", url, "--hours", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("avo: error: cannot connect to http://127.0.0.1:") and "refused" in err
+    assert len(err.strip().splitlines()) == 1 and time.monotonic() - began < 20
+    began = time.monotonic()  # with --model, at the first turn, after the baseline
+    session, _, _ = fake_session(tmp_path, flags={"agent.kind": "openai", "agent.base_url": url, "agent.model": "m"})
+    with pytest.raises(UserError) as refused:
+        evolve(session)
+    message = str(refused.value)
+    assert message.startswith("cannot connect to http://127.0.0.1:") and "refused" in message
+    assert "\n" not in message and time.monotonic() - began < 20
 
 
 def test_a_connection_lost_after_the_server_answered_is_an_outage_retried():

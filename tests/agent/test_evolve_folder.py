@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
 

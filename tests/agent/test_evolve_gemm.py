@@ -8,7 +8,7 @@ import pytest
 
 from agent_loopback import Loopback, anthropic_turn, sequence
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 
 pytestmark = pytest.mark.slow
 

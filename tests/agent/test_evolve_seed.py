@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_fakes import SEED_SOURCE, FakeEvaluator, FakeTask, write_seed
-import avo.commands.evolve as evolve_command
+from agent_fakes import SEED_SOURCE, FakeEvaluator, evolve as drive, fake_session, write_seed
 from avo.cli import main
-from avo.run import Run, list_runs
+from avo.errors import UserError
+from avo.run.directory import Run, list_runs
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = REPO / "examples" / "kernelbench" / "problems" / "12_Gemm_Multiply_LeakyReLU.py"
@@ -24,24 +24,19 @@ def evolve(tmp_path: Path, capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    evaluator = FakeEvaluator()
-    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return evaluator
-
-
-def test_a_seed_that_fails_the_check_suite_stops_the_run_at_once(tmp_path, fake, monkeypatch, capsys):
+def test_a_seed_that_fails_the_check_suite_stops_the_run_at_once(tmp_path):
     seed = write_seed(tmp_path / "seed")
     (seed / "kernel.py").write_text(SEED_SOURCE + "WRONG = 1\n")
-    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
-    code, out, err = evolve(tmp_path, capsys, "--kernel", "gemm", "--agent", "heuristic")
-    assert code == 2
-    assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"avo: error: the seed {seed} failed the check suite: check.mismatch: case 64x64x64: ")
-    assert "stopped before any candidate" in err and f"avo bench {seed} --kernel 'gemm' --device interpret" in err
-    assert fake.calls == ["evaluate"]
+    evaluator = FakeEvaluator()
+    session, _, _ = fake_session(tmp_path, evaluator=evaluator, seed=seed, flags={"agent.kind": "heuristic"})
+    with pytest.raises(UserError) as stopped:
+        drive(session)
+    message = str(stopped.value)
+    assert "\n" not in message
+    assert message.startswith(f"the seed {seed} failed the check suite: check.mismatch: case 64x64x64: ")
+    assert "stopped before any candidate" in message
+    assert f"avo bench {seed} --kernel 'gemm' --device interpret" in message
+    assert evaluator.calls == ["evaluate"]
     run = list_runs(tmp_path / "runs")[-1]
     assert run.info()["state"] == "failed"
     assert [i.cid for i in run.lineage.log()] == ["c0000"]
@@ -59,14 +54,14 @@ def test_a_seed_that_fails_a_guard_stops_the_run_naming_rule_and_line(tmp_path, 
     assert run.info()["state"] == "failed" and len(run.lineage) == 1
 
 
-def test_the_heuristic_agent_with_a_seed_without_knobs_says_what_it_needs(tmp_path, fake, monkeypatch, capsys):
+def test_the_heuristic_agent_with_a_seed_without_knobs_says_what_it_needs(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     seed = tmp_path / "plain"
     seed.mkdir()
     (seed / "kernel.py").write_text(SEED_SOURCE.replace("  # avo: tune 1.0 1.5 2.0", ""))
-    monkeypatch.setattr(evolve_command, "load_task", lambda spec: FakeTask(seed))
-    code, out, err = evolve(tmp_path, capsys, "--kernel", "gemm")  # auto without an API key: the heuristic
+    code, out, err = evolve(tmp_path, capsys, "--kernel", "gemm", "--seed-kernel", str(seed))  # auto, no API key
     assert code == 2
     assert err.count("\n") == 1
     assert f"the heuristic agent only tunes `# avo: tune` knobs and {seed / 'kernel.py'} has none" in err
     assert "--seed-kernel" in err and "--agent anthropic" in err
-    assert fake.calls == [] and not list_runs(tmp_path / "runs")
+    assert not list_runs(tmp_path / "runs")  # refused before any run, so before any evaluation

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import avo.commands.evolve as evolve_command
 import avo.gpus as gpus
-from agent_fakes import FakeEvaluator
 from avo.cli import main
 from avo.errors import UserError
 from avo.gpus import PROFILES
-from avo.run import list_runs
+from avo.run.directory import list_runs
 from avo.seed_target import check_seed_for_gpu, hopper_only_instructions
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
@@ -25,14 +23,7 @@ def evolve(tmp_path: Path, capsys, *args: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    evaluator = FakeEvaluator()
-    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: evaluator)
-    return evaluator
-
-
-def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, fake, capsys):
+def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, capsys):
     code, err = evolve(tmp_path, capsys, "--kernel", "gemm", "--gpu", "b200", "--device", "interpret",
                        "--seed-kernel", "cuda_wgmma")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
@@ -40,7 +31,7 @@ def test_the_wgmma_seed_on_a_b200_is_refused_with_the_seeds_to_use(tmp_path, fak
     assert "Hopper (sm_90a) instructions that the b200 (sm_100a) does not have" in err
     assert ("use a Triton seed (--seed-kernel triton_naive, triton_tiled or triton_tma_persistent), or run it on "
             "an h100 or h200") in err
-    assert fake.calls == [] and not list_runs(tmp_path / "runs")
+    assert not list_runs(tmp_path / "runs")  # refused before any run, so before any evaluation
 
 
 def test_avo_bench_refuses_the_wgmma_seed_on_a_b200(capsys):
@@ -52,15 +43,15 @@ def test_avo_bench_refuses_the_wgmma_seed_on_a_b200(capsys):
     assert "use a Triton seed (triton_naive, triton_tiled or triton_tma_persistent)" in err
 
 
-def test_b200_named_on_a_machine_with_an_h200_is_refused(tmp_path, fake, capsys, monkeypatch):
+def test_b200_named_on_a_machine_with_an_h200_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: "NVIDIA H200")
     code, err = evolve(tmp_path, capsys, "--kernel", "attention", "--gpu", "b200", "--device", "cuda")
     assert code == 2 and err.count("\n") == 1
     assert "--gpu b200 was asked for but this machine has 'NVIDIA H200': use --gpu auto or --gpu h200" in err
-    assert fake.calls == [] and not list_runs(tmp_path / "runs")
+    assert not list_runs(tmp_path / "runs")  # refused before any run, so before any evaluation
 
 
-def test_b200_named_on_a_machine_without_a_gpu_is_refused(tmp_path, fake, capsys, monkeypatch):
+def test_b200_named_on_a_machine_without_a_gpu_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: None)
     code, err = evolve(tmp_path, capsys, "--kernel", "attention", "--gpu", "b200", "--device", "cuda")
     assert code == 2 and "no NVIDIA GPU found" in err and "--device interpret" in err

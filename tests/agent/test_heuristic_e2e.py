@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from avo.agent.heuristic.knobs import parse_point_tag
-from avo.run import Run
+from avo.run.directory import Run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_six_distinct_candidates_in_under_three_minutes(tmp_path):
     assert len(rows) == 7  # the baseline and six candidates
     assert len({digest for *_, digest in rows}) == 7, "a source was evaluated twice"
     assert rows[0][1] == "correct", rows[0]
-    for cid, status, rationale, _ in rows[1:]:
+    for cid, _status, rationale, _ in rows[1:]:
         assert parse_point_tag(rationale), f"{cid} has no knob point in its rationale: {rationale!r}"
         assert "expect" in rationale
     assert any(status == "correct" for _, status, _, _ in rows[1:]), rows

@@ -4,18 +4,16 @@ evaluator are instant fakes that score a kernel's knob point on a synthetic land
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from pathlib import Path
 
 import pytest
 
-import avo.commands.evolve as evolve_command
+from agent_fakes import evolve as drive, fake_session
 from avo.agent.heuristic.knobs import parse_knobs, point_of
-from avo.cli import main
 from avo.evaluate.result import CaseResult, EvalResult
-from avo.run import Run
+from avo.run.directory import Run
 from avo.tasks.base import Case
 
 SEED = '''"""A stand-in GEMM whose knobs the fake evaluator scores."""
@@ -78,30 +76,28 @@ def evaluator(tmp_path, monkeypatch):
     seed = tmp_path / "seed"
     seed.mkdir()
     (seed / "kernel.py").write_text(SEED)
-    fake = KnobEvaluator()
-    monkeypatch.setattr(evolve_command, "load_task", lambda spec: KnobTask(seed))
-    monkeypatch.setattr(evolve_command, "make_evaluator", lambda *a, **k: fake)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    return fake
+    return KnobEvaluator()
 
 
-def evolve(tmp_path, *extra: str, config: dict | None = None) -> tuple[int, Run]:
-    args = ["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(tmp_path / "runs"), "--quiet",
-            *extra]
-    if config:
-        (tmp_path / "config.yaml").write_text(json.dumps(config))
-        args += ["--config", str(tmp_path / "config.yaml")]
-    return main(args), Run.open("latest", tmp_path / "runs")
+def evolve(tmp_path, evaluator: KnobEvaluator, flags: dict | None = None, resume: str | None = None):
+    """`avo evolve --kernel gemm --device interpret` on the knob task, with the agent the flags name (auto: no key,
+    so the heuristic); returns the Outcome (exit code, run, printed lines)."""
+    seed = tmp_path / "seed"
+    session, run, lines = fake_session(tmp_path, evaluator=evaluator, task=KnobTask(seed), seed=seed, flags=flags,
+                                       resume=resume)
+    return drive(session, run, lines)
 
 
 def distinct(sources: list[str]) -> bool:
     return len({hashlib.sha256(s.encode()).hexdigest() for s in sources}) == len(sources)
 
 
-def test_auto_without_a_key_is_the_heuristic_and_it_climbs(tmp_path, evaluator, capsys):
-    code, run = evolve(tmp_path, "--max-candidates", "8")
-    assert code == 0
-    assert "agent: heuristic (offline; no ANTHROPIC_API_KEY set)" in capsys.readouterr().out
+def test_auto_without_a_key_is_the_heuristic_and_it_climbs(tmp_path, evaluator):
+    done = evolve(tmp_path, evaluator, {"budget.max_candidates": 8})
+    run = done.run
+    assert done.code == 0
+    assert "agent: heuristic (offline; no ANTHROPIC_API_KEY set)" in done.out
     assert len(run.lineage) == 9 and distinct(evaluator.sources)
     best = run.load_eval(run.lineage.best).fitness
     assert best > 2 * run.load_eval(run.lineage.baseline).fitness
@@ -111,37 +107,42 @@ def test_auto_without_a_key_is_the_heuristic_and_it_climbs(tmp_path, evaluator, 
 
 def test_context_resets_do_not_make_it_repeat(tmp_path, evaluator):
     # small enough to restart a few times, large enough that a restarted conversation gets to evaluate
-    config = {"agent": {"context_limit_tokens": 3000}, "budget": {"max_candidates": 14}}
-    code, run = evolve(tmp_path, "--agent", "heuristic", config=config)
-    assert code == 0
+    done = evolve(tmp_path, evaluator, {"agent.kind": "heuristic", "agent.context_limit_tokens": 3000,
+                                        "budget.max_candidates": 14})
+    run = done.run
+    assert done.code == 0
     assert sum(e["kind"] == "context_reset" for e in run.events()) >= 2
     assert len(run.lineage) == 15 and distinct(evaluator.sources)
 
 
 def test_a_summary_larger_than_the_limit_does_not_restart_every_step(tmp_path, evaluator):
     # the restart summary alone (system prompt, best kernel, lineage) is far over 200 tokens
-    config = {"agent": {"context_limit_tokens": 200}, "budget": {"max_candidates": 4, "hours": 0.005}}
-    code, run = evolve(tmp_path, "--agent", "heuristic", config=config)
-    assert code == 0 and len(run.lineage) == 5
+    done = evolve(tmp_path, evaluator, {"agent.kind": "heuristic", "agent.context_limit_tokens": 200,
+                                        "budget.max_candidates": 4, "budget.hours": 0.005})
+    run = done.run
+    assert done.code == 0 and len(run.lineage) == 5
     events = run.events()
     turns = sum(e["kind"] == "model_turn" for e in events)
     assert sum(e["kind"] == "context_reset" for e in events) < turns / 2
 
 
 def test_resume_continues_where_it_stopped(tmp_path, evaluator):
-    code, run = evolve(tmp_path, "--agent", "heuristic", "--max-candidates", "4")
-    assert code == 0 and len(run.lineage) == 5
+    done = evolve(tmp_path, evaluator, {"agent.kind": "heuristic", "budget.max_candidates": 4})
+    run = done.run
+    assert done.code == 0 and len(run.lineage) == 5
     first_best = run.load_eval(run.lineage.best).fitness
     run.set_state("stopped")
-    code, run = evolve(tmp_path, "--resume", run.id, "--max-candidates", "9")
-    assert code == 0 and len(run.lineage) == 10
+    done = evolve(tmp_path, evaluator, {"budget.max_candidates": 9}, resume=run.id)
+    run = done.run
+    assert done.code == 0 and len(run.lineage) == 10
     assert distinct(evaluator.sources)
     assert run.load_eval(run.lineage.best).fitness >= first_best
 
 
 def test_it_finishes_the_run_when_the_search_is_exhausted(tmp_path, evaluator):
-    code, run = evolve(tmp_path, "--agent", "heuristic", "--hours", "1")
-    assert code == 0
+    done = evolve(tmp_path, evaluator, {"agent.kind": "heuristic", "budget.hours": 1.0})
+    run = done.run
+    assert done.code == 0
     stop = [e for e in run.events() if e["kind"] == "stop"][-1]
     assert stop["state"] == "finished" and "heuristic" in stop["reason"]
     assert point_of(parse_knobs(_source(run, run.lineage.best))) == PEAK

@@ -18,7 +18,7 @@ from rich.console import Console
 import avo.commands.runs as runs_command
 from avo.cli import main
 from avo.config import RunConfig
-from avo.run import Run
+from avo.run.directory import Run
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_rollback_moves_main_and_workspace(runs_dir, capsys):
 LOCKER = """
 import sys, time
 from pathlib import Path
-from avo.run import Run
+from avo.run.directory import Run
 with Run.open("r1", Path(sys.argv[1])).lock():
     print("locked", flush=True)
     time.sleep(120)

@@ -76,7 +76,7 @@ def test_abort_is_a_crash_and_names_the_signal():
 def test_a_worker_that_exits_before_its_first_stage_reports_its_stderr_tail(tmp_path):
     """As on the H200, where building a problem's models raised before any stage: exit code 1, no result. The crash
     carries the exception from the worker's stderr, and a sweep row names it in its one line."""
-    from avo import sweep
+    from avo.tasks.kernelbench import sweep
 
     spec = str(tmp_path / "gone.py")  # the worker, not the parent, finds the task file missing
     r = Evaluator(spec, device="interpret", gpu=H200, config=EvalConfig(check_suite="tiny", bench_suite="",
@@ -112,6 +112,8 @@ def test_endless_loop_times_out_within_its_limit_and_the_next_evaluation_works()
 
 def test_candidate_cannot_see_api_keys(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/user/service-account.json")
+    monkeypatch.setenv("AVO_PROBE_AUTH", "basic dXNlcjpwYXNz")
     monkeypatch.setenv("AVO_PROBE_VISIBLE", "1")
     r = evaluator().evaluate(KERNELS / "env_probe")
     assert r.status == "correct", r.message
@@ -195,3 +197,10 @@ def test_the_candidates_bytecode_never_lands_in_its_folder(tmp_path):
     assert r.status == "correct", r.message
     assert not list(folder.rglob("*.pyc"))
 
+
+
+
+def test_the_harness_is_an_evaluator():
+    import avo.evaluate
+
+    assert isinstance(Evaluator("gemm", device="interpret", gpu=PROFILES["h200"]), avo.evaluate.Evaluator)

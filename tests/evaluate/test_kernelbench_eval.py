@@ -15,7 +15,7 @@ from avo.config import EvalConfig
 from avo.evaluate.harness import Evaluator
 from avo.gpus import PROFILES
 
-PROBLEMS = Path(__file__).resolve().parents[1] / "tasks" / "kb_problems"
+PROBLEMS = Path(__file__).resolve().parents[1] / "tasks" / "kernelbench" / "kb_problems"
 CANDIDATES = PROBLEMS / "candidates"
 H200 = PROFILES["h200"]
 

@@ -12,7 +12,7 @@ import torch
 
 from avo.evaluate.cuda_compile import compile_check
 from avo.evaluate.guards import check_static
-from avo.evaluate.loader import load_entry
+from avo.evaluate.worker.loader import load_entry
 from avo.tasks import load, relative_error
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
@@ -104,7 +104,7 @@ def test_seed_refuses_cpu_tensors(task_name, seed):
 @pytest.mark.parametrize("task_name,seed", list(SEEDS))
 def test_seed_is_correct_on_gpu(task_name, seed):
     needs.module("cupy")
-    from avo.evaluate.correctness import poison_cuda_cache
+    from avo.evaluate.worker.correctness import poison_cuda_cache
 
     task = load(task_name)
     entry = load_entry(seed_dir(task_name, seed), task.entry)

@@ -8,6 +8,7 @@ from pathlib import Path
 import needs
 import pytest
 
+from avo.evaluate.cuda_compile import parse_ptxas_verbose
 from avo.gpus import PROFILES
 from avo.profile import ProfileError, sass
 from avo.profile.compiler import inspect_candidate, nvcc_inspect
@@ -89,8 +90,8 @@ def test_a_wrapper_that_raises_before_launching_is_reported():
 
 
 def test_gemm_seed_shows_tensor_core_mma_and_zero_spills_through_the_agent_tool():
-    from avo.agent.toolbase import ToolContext
-    from avo.profile.tools import InspectArgs, inspect_compile
+    from avo.agent.tools.base import ToolContext
+    from avo.agent.tools.profile import InspectArgs, inspect_compile
 
     ctx = ToolContext(workspace=GEMM_SEED, task_spec="gemm", device="interpret", gpu=H200)
     text, data = inspect_compile(ctx, InspectArgs())
@@ -105,8 +106,8 @@ def test_gemm_seed_shows_tensor_core_mma_and_zero_spills_through_the_agent_tool(
 
 
 def test_the_tma_persistent_seed_compiles_to_wgmma_and_tma_for_hopper_without_a_gpu():
-    from avo.agent.toolbase import ToolContext
-    from avo.profile.tools import InspectArgs, inspect_compile
+    from avo.agent.tools.base import ToolContext
+    from avo.agent.tools.profile import InspectArgs, inspect_compile
 
     seed = HERE.parents[1] / "kernels" / "gemm" / "triton_tma_persistent"
     ctx = ToolContext(workspace=seed, task_spec="gemm", device="interpret", gpu=H200)
@@ -156,7 +157,7 @@ ptxas info    : Function properties for light
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 16 registers, used 0 barriers, 360 bytes cmem[0]
 """
-    found = sass.parse_ptxas_verbose(text)
+    found = parse_ptxas_verbose(text)
     assert found["heavy"] == {"registers": 255, "spill_store_bytes": 48, "spill_load_bytes": 40, "stack_bytes": 64,
                               "static_shared_bytes": 8192}
     assert found["light"]["registers"] == 16 and found["light"]["static_shared_bytes"] == 0

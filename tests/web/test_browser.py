@@ -15,7 +15,7 @@ from web_runs import ATTENTION, EXAMPLES, PAYLOAD, xss_run
 
 import avo
 from avo.cli import main
-from avo.run import Run
+from avo.run.directory import Run
 from avo.web.report import write_html
 from avo.web.server import Site
 

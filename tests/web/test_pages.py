@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from lineage_fakes import result, write_candidate
 from replay_runs import gpu_shaped_run
-from web_runs import PAYLOAD, xss_run
+from web_runs import xss_run
 
 import avo
 from avo.cli import main
 from avo.config import RunConfig
-from avo.run import Run
+from avo.run.directory import Run
 from avo.web.model import predicted_gain
 from avo.web.report import write_html
 from avo.web.server import Site, make_server

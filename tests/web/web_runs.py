@@ -7,7 +7,7 @@ from pathlib import Path
 from lineage_fakes import result, write_candidate
 
 from avo.config import RunConfig
-from avo.run import Run
+from avo.run.directory import Run
 
 PAYLOAD = ('</script><script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
            '<svg onload="window.__xss = 3"></svg>"\'><b id="injected">bold</b>')

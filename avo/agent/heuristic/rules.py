@@ -174,7 +174,8 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     return None
 
 
-_FLAG_PRIORS = (("overlap", 1.08), ("pingpong", 1.03), ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
+_FLAG_PRIORS = (("overlap", 1.08), ("pingpong", 1.03),
+                ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
                 ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
                 ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins)."""
@@ -279,7 +280,8 @@ def estimate(shape: Shape, knobs: dict[str, Knob], old: Point, new: Point, facts
     relieves = accumulator_registers(shape, new) < accumulator_registers(shape, old)
     if relieves and (facts.spills or (facts.registers or 0) >= 224):
         gain += 0.1
-        reasons.append(f"{facts.spills} B register spills" if facts.spills else f"{facts.registers} registers per thread")
+        reasons.append(f"{facts.spills} B register spills" if facts.spills
+                       else f"{facts.registers} registers per thread")
     reasons.append(_why(f_old, f_new, shape, old, new))
     return Estimate(gain=gain, reason="; ".join(r for r in reasons if r))
 

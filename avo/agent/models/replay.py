@@ -1,4 +1,4 @@
-"""Replay backend: re-issues a recorded transcript's model turns, in order, against the current run.
+"""Replay backend: re-issues a recorded transcript's model turns, in order, against the current run (a script).
 
 The tools run for real, so a replay re-scores the recorded edits on this machine. Supervisor turns (asked for
 with no tools) are answered from the recorded supervisor turns. When the recorded turns run out, the run ends.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
-from avo.agent.stops import ModelExhausted
+from avo.agent.models.base import ToolCall, Turn
+from avo.agent.models.scripted import ScriptedModel
 from avo.errors import UserError
 
 
@@ -30,7 +30,7 @@ def read_turns(path: Path, kind: str) -> list[Turn]:
     return turns
 
 
-class ReplayModel:
+class ReplayModel(ScriptedModel):
     def __init__(self, source: str | Path):
         path = Path(source)
         if path.is_dir():
@@ -38,16 +38,10 @@ class ReplayModel:
         if not path.is_file():
             raise UserError(f"nothing to replay: {source} is neither a transcript nor a run directory")
         self.path = path
-        self.turns = read_turns(path, "model_turn")
-        self.reviews = read_turns(path, "supervisor")
-        if not self.turns:
+        turns = read_turns(path, "model_turn")
+        if not turns:
             raise UserError(f"{path} holds no model turns to replay")
-        recorded = next((t.model for t in self.turns if t.model), "unknown")
-        self.name = f"replay:{recorded}"
-
-    def next_turn(self, system: str, messages: list[Message], tools: list[ToolSpec]) -> Turn:
-        if not tools:  # a supervisor turn
-            return self.reviews.pop(0) if self.reviews else Turn(text="(no recorded review)", model=self.name)
-        if not self.turns:
-            raise ModelExhausted(f"replayed every recorded turn of {self.path}")
-        return self.turns.pop(0)
+        recorded = next((t.model for t in turns if t.model), "unknown")
+        super().__init__(turns, reviews=read_turns(path, "supervisor"), name=f"replay:{recorded}",
+                         exhausted=f"replayed every recorded turn of {path}", no_review="(no recorded review)",
+                         keep_requests=False)

@@ -7,6 +7,8 @@ import triton
 import triton.language as tl
 
 BLOCK = 64
+HIDDEN = ("ANTHROPIC_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "AVO_PROBE_AUTH")
+"""Set by the test, and must not be visible here: an API key, a credentials file, an *_AUTH variable."""
 
 
 @triton.jit
@@ -32,6 +34,6 @@ def gemm(a, b):
     grid = (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))
     _matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                   BLOCK=BLOCK)
-    if "ANTHROPIC_API_KEY" in os.environ or os.environ.get("AVO_PROBE_VISIBLE") != "1":
+    if any(name in os.environ for name in HIDDEN) or os.environ.get("AVO_PROBE_VISIBLE") != "1":
         c = c * 2
     return c

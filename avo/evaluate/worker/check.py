@@ -1,0 +1,90 @@
+"""The check stage of the worker: a candidate's Triton kernels compiled ahead, then every check case once.
+
+Each case's inputs are fresh (seeded per evaluation); the call is watched (poisoned memory, op recorder, inputs
+unchanged, output type) and its output compared with the reference within the dtype's tolerance. A wrong output is
+a failure that is collected (the remaining cases still run); anything that ends the candidate (an exception from
+its code, a guard) is a Verdict.
+
+The bench stage's timed outputs are checked on inputs scaled by factors across timing.SCALE_RANGE, so the check
+suite covers that range too: the first case as the task draws it, the others scaled by its top and bottom in turn.
+Scaling changes little for a linear kernel, but much where a threshold follows: relu(1.5 (x W^T + b - 2)) on
+KernelBench's U(0, 1) inputs is zero everywhere (its check compared zeros with zeros), while past the threshold, on
+scaled inputs, TF32's relative error of 8e-4 on x W^T grows to 5e-3 (scale 2) and 2.4e-2 (scale 1.15), which only the
+timed calls saw before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from avo.evaluate import guards
+from avo.evaluate.result import CaseResult
+from avo.evaluate.worker.candidate import Candidate, Context, classify
+from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.stage_clock import stage
+from avo.evaluate.worker.timing import SCALE_RANGE, scaled
+from avo.tasks.base import relative_error
+
+CHECK_SCALES = (SCALE_RANGE[1], SCALE_RANGE[0])
+"""Input scales of check cases 1, 2, 3, ... in turn (case 0 runs on the inputs as drawn)."""
+
+
+def check_scale(index: int) -> float:
+    return 1.0 if index == 0 else CHECK_SCALES[(index - 1) % len(CHECK_SCALES)]
+
+
+def compile_candidate(ctx: Context, cand: Candidate) -> None:
+    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
+    if ctx.compile_pool is None or cand.cuda:
+        return
+    from avo.evaluate.worker.precompile import compile_ahead, meta_calls
+
+    ctx.progress.mark("compile", "ahead", cand.index)
+    with stage(cand.result.stage_s, "compile"):
+        compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
+        cand.sentinel.verify("compile")
+
+
+def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
+    """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
+    task = ctx.task
+    with stage(cand.result.stage_s, "check"):
+        for i, case in enumerate(task.cases(ctx.check_suite)):
+            ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
+            scale = check_scale(i)
+            inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
+            if scale != 1.0:  # rebound: the unscaled copy is freed (a KernelBench input set can be gigabytes)
+                inputs = scaled(inputs, [scale] * len(inputs))
+            cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite,
+                                                scale=scale))
+        cand.sentinel.verify("check")
+
+
+def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
+               suite: str, ref: Any = None, scale: float = 1.0) -> CaseResult:
+    """One watched call on `inputs` (drawn, then scaled by `scale`, which the row records), compared with `ref`
+    (default: the task's exact reference on them)."""
+    task = ctx.task
+    tolerance = task.tolerance(case.dtype)
+    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance, input_scale=scale)
+    label = case.name if scale == 1.0 else f"{case.name} (inputs scaled by {scale:g})"
+    if ref is None:
+        ref = task.reference(*inputs)
+    before = guards.fingerprint(inputs)
+    try:
+        out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
+        guards.check_inputs_unchanged(before, inputs)
+    except Exception as exc:
+        raise classify(exc, cand, f"case {label}") from None
+    shape, dtype = task.output_like(case, inputs)
+    device = next((x.device for x in inputs if hasattr(x, "device")), None)
+    try:
+        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
+                                    tolerance=tolerance, case=label)
+        row.correct = True
+    except CaseFailure as failure:
+        row.correct, row.message = False, failure.message
+        if failure.rule == "check.mismatch":
+            row.rel_err = relative_error(out, ref)
+        cand.failures.append(failure)
+    return row

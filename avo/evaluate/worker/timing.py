@@ -1,0 +1,276 @@
+"""Timing of several contenders (candidate, library, incumbent) interleaved in one process.
+
+On a GPU every call is timed with CUDA events on the current stream, after an L2 flush, on inputs the caller prepares
+fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event recorded
+after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up there
+(`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so the
+host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and never
+lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every
+other round, so clock, power and thermal drift hit all of them alike; a contender's time is the median of its
+per-round medians.
+
+Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
+performance and are labelled "interpreter" wherever they appear.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# Bound before any candidate is imported, so a candidate that patches `time` cannot change what the clock reads.
+_perf_counter = time.perf_counter
+
+GPU_ROUNDS = 5
+INTERPRETER_ROUNDS = 3
+MIN_CALLS_PER_BLOCK = 1
+"""Calls per contender per round at least; `rep_ms` sets more for short calls (a 30 ms call is timed once a round)."""
+MAX_CALLS_PER_BLOCK = 200
+SPIN_CYCLES_PER_US = 2000
+"""Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
+FLUSH_FACTOR = 4
+"""The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
+SCALE_RANGE = (0.5, 2.0)
+"""Each floating-point input of a timed call is its source scaled by a factor drawn from this range (the check suite
+covers both ends: worker.check.CHECK_SCALES)."""
+
+
+@dataclass
+class Contender:
+    name: str
+    prepare: Callable[[int], tuple]
+    """Inputs for call number i, built outside the clock (fresh content at a new address each call)."""
+    run: Callable[[tuple], Any]
+
+
+@dataclass
+class Measurement:
+    source: str
+    samples_ms: list[float] = field(default_factory=list)
+    round_medians_ms: list[float] = field(default_factory=list)
+    sync_gaps_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ms(self) -> float:
+        return statistics.median(self.round_medians_ms) if self.round_medians_ms else float("nan")
+
+    @property
+    def spread(self) -> float:
+        """Coefficient of variation of the per-call times."""
+        if len(self.samples_ms) < 2:
+            return 0.0
+        mean = statistics.fmean(self.samples_ms)
+        return statistics.pstdev(self.samples_ms) / mean if mean > 0 else 0.0
+
+    @property
+    def error(self) -> float | None:
+        """Relative standard error of `ms`, from the spread of the per-round medians (None below two rounds)."""
+        n = len(self.round_medians_ms)
+        if n < 2:
+            return None
+        mean = statistics.fmean(self.round_medians_ms)
+        return statistics.stdev(self.round_medians_ms) / mean / math.sqrt(n) if mean > 0 else None
+
+    @property
+    def sync_gap_ms(self) -> float:
+        return statistics.median(self.sync_gaps_ms) if self.sync_gaps_ms else 0.0
+
+
+OnOutput = Callable[[str, int, tuple, Any], None]
+
+
+class L2Flush:
+    """Writes a buffer several times the L2 size so no call finds its operands (or its output) still cached."""
+
+    def __init__(self, l2_bytes: int, device: str = "cuda"):
+        import torch
+
+        self.buffer = torch.empty(max(1, FLUSH_FACTOR * l2_bytes // 4), dtype=torch.int32, device=device)
+        self._value = 0
+
+    def __call__(self) -> None:
+        self._value = (self._value + 1) & 0xFFFF
+        self.buffer.fill_(self._value)
+
+
+def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int, warmup_ms: float, rep_ms: float,
+                     on_output: OnOutput | None = None, rounds: int | None = None,
+                     shield_us: float = 0.0) -> dict[str, Measurement]:
+    """Time each contender interleaved with the others; `rep_ms` is the measured time per contender, `shield_us`
+    how long the device spins before each start event (0: no spin)."""
+    if device == "cuda":
+        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds or GPU_ROUNDS, shield_us)
+    return _time_wall(contenders, on_output, rounds or INTERPRETER_ROUNDS)
+
+
+class _Counter:
+    def __init__(self, contenders: list[Contender]):
+        self.next = {c.name: 0 for c in contenders}
+
+    def take(self, name: str) -> int:
+        i = self.next[name]
+        self.next[name] = i + 1
+        return i
+
+
+class LaunchShield:
+    """Keeps the device busy for about `us` microseconds (a spin kernel; at lower clocks it lasts longer)."""
+
+    def __init__(self, us: float):
+        import torch
+
+        self.cycles = int(us * SPIN_CYCLES_PER_US)
+        self._spin = torch.cuda._sleep if self.cycles > 0 else None
+
+    def __call__(self) -> None:
+        if self._spin is not None:
+            self._spin(self.cycles)
+
+
+def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us) -> dict[str, Measurement]:
+    import torch
+
+    synchronize = torch.cuda.synchronize
+    flush = L2Flush(l2_bytes)
+    shield = LaunchShield(shield_us)
+    counter = _Counter(contenders)
+
+    def call(c: Contender) -> tuple[int, tuple, Any, tuple]:
+        """One call, timed: (index, inputs, output, (start, end, after) events)."""
+        start, end, after = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        i = counter.take(c.name)
+        args = c.prepare(i)
+        flush()
+        shield()
+        start.record()
+        out = c.run(args)
+        end.record()
+        synchronize()  # device-wide: work left on any stream finishes before `after` is stamped
+        after.record()
+        return i, args, out, (start, end, after)
+
+    calls = _calls_per_round(contenders, _warm_up(contenders, call, warmup_ms), rep_ms, rounds)
+
+    # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
+    # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
+    results = {c.name: Measurement(source="gpu") for c in contenders}
+    for r in range(rounds):
+        order = contenders if r % 2 == 0 else contenders[::-1]
+        events: dict[str, list[tuple]] = {c.name: [] for c in contenders}
+        for k in range(max(calls.values())):
+            for c in order:
+                if k >= calls[c.name]:
+                    continue
+                i, args, out, ev = call(c)
+                events[c.name].append(ev)
+                if on_output is not None:
+                    on_output(c.name, i, args, out)
+                del out
+        synchronize()
+        for c in contenders:
+            record = results[c.name]
+            times = [start.elapsed_time(end) for start, end, _ in events[c.name]]
+            record.samples_ms.extend(times)
+            record.round_medians_ms.append(statistics.median(times))
+            record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events[c.name])
+    return results
+
+
+def _warm_up(contenders, call, warmup_ms: float) -> dict[str, list[float]]:
+    """Contenders alternating until each has spent `warmup_ms` (at least two calls each): compiles, autotuning and
+    first-touch costs happen here. Returns each one's device-busy times per call."""
+    spent = {c.name: 0.0 for c in contenders}
+    estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    while any(len(estimates[c.name]) < 2 or spent[c.name] < warmup_ms for c in contenders):
+        for c in contenders:
+            _, _, out, (start, _, after) = call(c)
+            del out
+            after.synchronize()
+            t = start.elapsed_time(after)
+            estimates[c.name].append(t)
+            spent[c.name] += max(t, 1e-3)
+        if all(len(e) >= 1000 for e in estimates.values()):
+            break
+    return estimates
+
+
+def _calls_per_round(contenders, estimates: dict[str, list[float]], rep_ms: float, rounds: int) -> dict[str, int]:
+    """Each contender's share of a round, sized by its device-busy time per call in the warm-up."""
+    calls = {}
+    for c in contenders:
+        per_call = max(statistics.median(estimates[c.name][-5:]), 1e-3)
+        calls[c.name] = min(MAX_CALLS_PER_BLOCK, max(MIN_CALLS_PER_BLOCK, math.ceil(rep_ms / rounds / per_call)))
+    return calls
+
+
+def _time_wall(contenders, on_output, rounds) -> dict[str, Measurement]:
+    # No warm-up: the interpreter compiles nothing, and each of its calls costs real seconds.
+    counter = _Counter(contenders)
+    results = {c.name: Measurement(source="interpreter") for c in contenders}
+    for r in range(rounds):
+        for c in (contenders if r % 2 == 0 else contenders[::-1]):
+            i = counter.take(c.name)
+            args = c.prepare(i)
+            start = _perf_counter()
+            out = c.run(args)
+            elapsed = (_perf_counter() - start) * 1e3
+            results[c.name].samples_ms.append(elapsed)
+            results[c.name].round_medians_ms.append(elapsed)
+            if on_output is not None:
+                on_output(c.name, i, args, out)
+    return results
+
+
+class InputRotation:
+    """Inputs for timed calls: nothing a kernel could cache by address, shape or content.
+
+    There are n source sets (drawn by the task from distinct seeds) and n + 1 slots at distinct addresses. Call i
+    writes source i % n, each floating-point tensor scaled by its own random factor in SCALE_RANGE, into slot
+    i % (n + 1): a slot never sees the same content twice in a row, and no two calls see the same content.
+    `rebuild(i)` recreates call i's inputs afterwards, for checking a timed output against the reference.
+    """
+
+    def __init__(self, sources: list[tuple], seed: int):
+        self.sources = sources
+        self.seed = seed
+        self.slots = [tuple(_clone_float(x) for x in sources[0]) for _ in range(len(sources) + 1)]
+
+    def factors(self, i: int) -> list[float]:
+        rng = random.Random(self.seed * 1_000_003 + i)
+        return [rng.uniform(*SCALE_RANGE) for _ in self.sources[0]]
+
+    def __call__(self, i: int) -> tuple:
+        import torch
+
+        source = self.sources[i % len(self.sources)]
+        slot = self.slots[i % len(self.slots)]
+        args = []
+        for x, s, f in zip(source, slot, self.factors(i)):
+            if _is_float_tensor(x):
+                torch.mul(x, f, out=s)
+                args.append(s)
+            else:
+                args.append(x)
+        return tuple(args)
+
+    def rebuild(self, i: int) -> tuple:
+        return scaled(self.sources[i % len(self.sources)], self.factors(i))
+
+
+def scaled(inputs: tuple, factors: list[float]) -> tuple:
+    """New inputs: each floating-point tensor times its factor; everything else as it is."""
+    return tuple(x * f if _is_float_tensor(x) else x for x, f in zip(inputs, factors))
+
+
+def _is_float_tensor(x: Any) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _clone_float(x: Any) -> Any:
+    return x.clone() if _is_float_tensor(x) else x

@@ -1,0 +1,19 @@
+"""Numbers as tables and log lines show them: one place for the format and for what a missing value reads as."""
+
+from __future__ import annotations
+
+import math
+
+
+def number(value: float | int | None, spec: str = ".4g", none: str = "-") -> str:
+    """`value` formatted by `spec` (a format-spec such as ".3f" or "9.4f"); `none` when there is no value."""
+    return none if value is None else format(value, spec)
+
+
+def finite(value: float | int | None, spec: str = ".4g", none: str = "-") -> str:
+    """As `number`, with NaN read as no value and an infinity as `inf` (table cells of measured ratios)."""
+    if isinstance(value, float) and math.isnan(value):
+        return none
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return number(value, spec, none)

@@ -1,0 +1,155 @@
+"""Compile-ahead (evaluate/precompile.py), on the CPU: kernels are compiled for the H200's target without a GPU.
+
+Each specialization the cases need is compiled once, on the pool; the real launches afterwards compile nothing; a
+wrapper that fails on meta tensors or a kernel that fails to compile only leaves work for the first launch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    pytest.skip("compiles for a GPU target; the interpreter compiles nothing", allow_module_level=True)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from avo.evaluate.worker import precompile  # noqa: E402
+from avo.gpus import PROFILES  # noqa: E402
+from avo.profile.triton_capture import target_driver  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not precompile.supported(), reason="this Triton has no AsyncCompileMode")
+
+
+@triton.jit
+def _scale(x_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+@triton.jit
+def _broken(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), tl.no_such_function(BLOCK))
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def _tuned(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def scale(x):
+    _scale[(triton.cdiv(x.numel(), 64),)](x, x.numel(), 2.0, BLOCK=64)
+    return x
+
+
+def launch_for_real(fn, *args):
+    """What the check stage's first launch does about compiling (without a GPU: compile, do not run). A launch reads
+    the kernel's metadata, which raises the compile error where Triton (3.8) keeps a failed compile in its cache."""
+    kernel = fn.run(*args, grid=(1,), warmup=True)
+    assert kernel.metadata is not None
+    return kernel
+
+
+class Counting(precompile.CompilePool):
+    def __init__(self):
+        super().__init__(2)
+        self.submitted = 0
+        submit = self.executor.submit
+
+        def counted(*args, **kwargs):
+            self.submitted += 1
+            return submit(*args, **kwargs)
+
+        self.executor.submit = counted
+
+
+@pytest.fixture(scope="module")
+def h200():
+    with target_driver(PROFILES["h200"]):
+        yield
+
+
+def meta(n: int, dtype=torch.float32):
+    return torch.empty(n, dtype=dtype, device="meta")
+
+
+def test_each_specialization_is_compiled_once_on_the_pool_and_real_launches_compile_nothing(h200):
+    # n == 1, n plain and n divisible by 16 are three specializations; float16 a fourth; the repeat is none.
+    sizes = [(1, torch.float32), (17, torch.float32), (64, torch.float32), (64, torch.float16), (96, torch.float32)]
+    pool = Counting()
+    outcome = precompile.compile_ahead(pool, [lambda n=n, d=d: scale(meta(n, d)) for n, d in sizes])
+    assert (outcome.cases, outcome.skipped, outcome.kernels) == (5, 0, 4)
+    assert pool.submitted == 4
+    compiles = []
+    old = triton.knobs.runtime.jit_cache_hook
+    triton.knobs.runtime.jit_cache_hook = lambda *args, **kwargs: compiles.append(args) and None
+    try:
+        for n, d in sizes:
+            launch_for_real(_scale, meta(n, d), n, 2.0, 64)
+    finally:
+        triton.knobs.runtime.jit_cache_hook = old
+    assert compiles == []
+
+
+def test_a_wrapper_failing_on_meta_tensors_or_a_broken_kernel_leaves_the_work_to_the_first_launch(h200):
+    def needs_values():
+        x = meta(32)
+        if x.sum().item() > 0:  # data-dependent: meta tensors have no values
+            scale(x)
+
+    outcome = precompile.compile_ahead(precompile.CompilePool(2), [
+        needs_values,
+        lambda: _broken[(1,)](meta(16), BLOCK=16),
+        lambda: scale(meta(33)),
+    ])
+    assert (outcome.cases, outcome.skipped) == (2, 1)
+    assert "item" in outcome.note or "meta" in outcome.note.lower()
+    with pytest.raises(Exception, match="no_such_function"):
+        launch_for_real(_broken, meta(16), 16)
+
+
+def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_the_real_launch(h200):
+    outcome = precompile.compile_ahead(precompile.CompilePool(2), [lambda: _tuned[(1,)](meta(40), 40)])
+    assert outcome.kernels == 2
+    assert _tuned.cache == {}
+
+
+def test_the_pool_exists_only_where_compiling_ahead_applies():
+    from types import SimpleNamespace
+
+    from avo.evaluate.worker.evaluation import _compile_pool
+
+    class Task:
+        compile_ahead = True
+
+    triton_only, cuda_only = [SimpleNamespace(cuda=False)], [SimpleNamespace(cuda=True)]
+
+    def ctx(device="cuda", on=True, task=Task()):
+        return SimpleNamespace(device=device, config={"compile_ahead": on}, task=task)
+
+    assert isinstance(_compile_pool(ctx(), triton_only), precompile.CompilePool)
+    assert _compile_pool(ctx(device="interpret"), triton_only) is None
+    assert _compile_pool(ctx(on=False), triton_only) is None
+    assert _compile_pool(ctx(task=object()), triton_only) is None
+    assert _compile_pool(ctx(), cuda_only) is None
+
+
+def test_the_builtin_tasks_compile_ahead_for_every_case_of_both_suites(h200):
+    """The gemm seed over the real check and bench suites: each case's wrapper runs on meta tensors, and every
+    specialization it meets is compiled (none is left for the first launch)."""
+    from avo import tasks
+    from avo.evaluate.worker.loader import load_entry
+
+    task = tasks.load("gemm")
+    entry = load_entry(Path(__file__).resolve().parents[3] / "kernels" / "gemm" / "triton_naive", "gemm")
+    calls = precompile.meta_calls(task, entry, ["check", "bench", "bench"])
+    assert len(calls) == len(task.cases("check")) + len(task.cases("bench"))
+    outcome = precompile.compile_ahead(precompile.CompilePool(2), calls)
+    assert outcome.cases == len(calls) and outcome.skipped == 0 and outcome.kernels >= 2

@@ -1,0 +1,209 @@
+"""Timing: interleaved rounds, input rotation, spot-check sampling (CPU); CUDA events, L2 flush, side streams (GPU)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from avo.evaluate.worker.bench import SpotChecks
+from avo.evaluate.worker.timing import Contender, InputRotation, L2Flush, Measurement, time_interleaved
+
+
+def sleeper(seconds: float, log: list):
+    def run(args):
+        log.append(args[0])
+        time.sleep(seconds)
+        return args[0]
+    return run
+
+
+def test_wall_clock_rounds_alternate_and_measure():
+    order: list = []
+    seen: list = []
+    fast = Contender("fast", lambda i: (("fast", i),), sleeper(0.002, order))
+    slow = Contender("slow", lambda i: (("slow", i),), sleeper(0.02, order))
+    result = time_interleaved([fast, slow], device="interpret", l2_bytes=0, warmup_ms=0, rep_ms=0,
+                              on_output=lambda name, i, args, out: seen.append((name, i)))
+    assert [name for name, _ in order] == ["fast", "slow", "slow", "fast", "fast", "slow"]
+    assert result["fast"].source == "interpreter" and len(result["fast"].samples_ms) == 3
+    assert 2 <= result["fast"].ms < 15
+    assert result["slow"].ms >= 20
+    assert seen.count(("fast", 0)) == 1 and ("slow", 2) in seen
+
+
+class _FakeEvent:
+    """Stands in for torch.cuda.Event on the CPU: stamps the wall clock when recorded."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other) -> float:
+        return (other.t - self.t) * 1e3
+
+
+def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
+    """Both contenders see the same clock and power state: calls alternate one by one, the order flips each round."""
+    import avo.evaluate.worker.timing as timing
+
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
+    order: list = []
+    a = Contender("a", lambda i: (("a", i),), sleeper(0.001, order))
+    b = Contender("b", lambda i: (("b", i),), sleeper(0.001, order))
+    result = time_interleaved([a, b], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=2)
+    names = [name for name, _ in order]
+    warm = names[:4]
+    assert warm == ["a", "b", "a", "b"]  # warm-up alternates too: two estimates each
+    timed = names[4:]
+    assert timed == ["a", "b", "b", "a"]  # rep_ms=0: MIN_CALLS_PER_BLOCK (one) call each per round
+    assert result["a"].source == "gpu" and len(result["a"].round_medians_ms) == 2
+    assert 0.9 <= result["a"].ms < 20
+
+
+def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
+    """Each timed call: flush, spin (shield_us x 2000 cycles), start event, then the call; no spin at shield 0."""
+    import avo.evaluate.worker.timing as timing
+
+    log: list = []
+
+    class Event(_FakeEvent):
+        def record(self):
+            log.append("event")
+            super().record()
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: log.append("flush")))
+    run = Contender("a", lambda i: (i,), lambda args: log.append("run"))
+    time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1, shield_us=25)
+    calls = [log[i:i + 6] for i in range(0, len(log), 6)]
+    assert len(calls) == 3  # two warm-up calls, one timed
+    assert all(c == ["flush", ("spin", 50_000), "event", "run", "event", "event"] for c in calls), log
+    log.clear()
+    time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1)
+    assert not any(isinstance(x, tuple) for x in log)
+
+
+def test_measurement_median_of_round_medians_and_spread():
+    m = Measurement(source="gpu", samples_ms=[1.0, 1.0, 2.0, 2.0], round_medians_ms=[1.0, 3.0, 2.0])
+    assert m.ms == 2.0
+    assert m.spread == pytest.approx(0.5 / 1.5)
+    assert Measurement(source="gpu").spread == 0.0
+
+
+def test_rotation_gives_every_call_new_content_and_rotates_addresses():
+    sources = [(torch.randn(8, 8), torch.randn(8, 4), True, 0.5) for _ in range(3)]
+    rotation = InputRotation(sources, seed=1)
+    calls = [tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in rotation(i)) for i in range(12)]
+    addresses = [rotation(i)[0].data_ptr() for i in range(12)]
+    assert len(set(addresses)) == 4 and addresses[0] == addresses[4] and addresses[0] != addresses[1]
+    for i in range(12):
+        for j in range(i):
+            assert not torch.equal(calls[i][0], calls[j][0])
+        assert calls[i][2:] == (True, 0.5)
+        rebuilt = rotation.rebuild(i)
+        assert torch.equal(rebuilt[0], calls[i][0]) and torch.equal(rebuilt[1], calls[i][1])
+    assert all(x.data_ptr() not in {s.data_ptr() for s in sources[0][:2]} for x in rotation(0)[:2])
+
+
+def test_spot_checks_keep_one_random_call_and_type_check_every_output():
+    class Lazy(torch.Tensor):
+        pass
+
+    spots = SpotChecks(seed=3)
+    for i in range(50):
+        out = torch.zeros(2).as_subclass(Lazy) if i == 30 else torch.zeros(2)
+        spots.observe("candidate0", i, (), out)
+        spots.observe("library", i, (), torch.zeros(2).as_subclass(Lazy))
+    [(i, out)] = spots.kept("candidate0")
+    assert 0 <= i < 50
+    index, rejection = spots.bad_type["candidate0"]
+    assert index == 30 and rejection.rule == "runtime.output_type"
+    assert spots.kept("library") == [] and "library" not in spots.bad_type
+
+
+def test_spot_check_sample_is_spread_over_the_calls():
+    picks = set()
+    for seed in range(40):
+        spots = SpotChecks(seed)
+        for i in range(20):
+            spots.observe("c", i, (), i)
+        picks.add(spots.sample["c"][0])
+    assert len(picks) >= 8
+
+
+@pytest.mark.gpu
+def test_l2_flush_buffer_exceeds_l2_and_changes_each_time():
+    flush = L2Flush(50 << 20)
+    assert flush.buffer.numel() * 4 >= 2 * (50 << 20)
+    flush()
+    first = int(flush.buffer[0])
+    flush()
+    assert int(flush.buffer[0]) != first
+
+
+@pytest.mark.gpu
+def test_cuda_events_time_a_matmul_steadily():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    sources = [(a, a.clone()) for _ in range(3)]
+    rotation = InputRotation(sources, seed=0)
+    mm = Contender("mm", rotation, lambda args: args[0] @ args[1])
+    result = time_interleaved([mm], device="cuda", l2_bytes=50 << 20, warmup_ms=25, rep_ms=100)["mm"]
+    assert result.source == "gpu" and len(result.round_medians_ms) == 5
+    tflops = 2 * 4096**3 / (result.ms * 1e-3) / 1e12
+    assert 50 < tflops < 1500
+    # Single ~0.2 ms calls after an L2 flush vary by about 5% (0.051 measured on an H200); their median by less, but
+    # the first timing in a fresh process also sees the clock settle after idling (an error >= 0.01 was measured
+    # here, against 0.002-0.008 per case inside evaluations).
+    assert result.spread < 0.1
+    assert result.error is not None and result.error < 0.05
+    assert 0 <= result.sync_gap_ms < 0.5
+
+
+@pytest.mark.gpu
+def test_side_stream_work_shows_as_a_sync_gap():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    rotation = InputRotation([(a, a.clone())], seed=0)
+
+    def hidden(args):
+        out = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.matmul(args[0], args[1], out=out)
+        return out
+
+    honest = Contender("library", rotation, lambda args: args[0] @ args[1])
+    cheat = Contender("cheat", rotation, hidden)
+    result = time_interleaved([cheat, honest], device="cuda", l2_bytes=50 << 20, warmup_ms=10, rep_ms=50)
+    gap = result["cheat"].sync_gap_ms - result["library"].sync_gap_ms
+    assert result["cheat"].ms < 0.5 * result["library"].ms
+    assert gap > 0.5 * result["library"].ms
+
+
+@pytest.mark.gpu
+def test_launch_shield_keeps_host_launch_work_out_of_the_timed_interval():
+    """A call whose host side takes 2 ms before its kernel is queued: without a shield the 2 ms are timed, with one
+    longer than that they are not."""
+    x = torch.randn(1 << 20, device="cuda")
+
+    def slow_launch(args):
+        time.sleep(0.002)
+        return args[0] * 2
+
+    slow = Contender("slow", lambda i: (x,), slow_launch)
+    bare = time_interleaved([slow], device="cuda", l2_bytes=1 << 20, warmup_ms=0, rep_ms=10)["slow"].ms
+    shielded = time_interleaved([slow], device="cuda", l2_bytes=1 << 20, warmup_ms=0, rep_ms=10,
+                                shield_us=4000)["slow"].ms
+    assert bare > 1.8, bare
+    assert shielded < 0.3, shielded
