@@ -21,10 +21,19 @@ def load_task(spec: str):
     return tasks.load(spec)
 
 
-def make_evaluator(task_spec: str, *, device: str, gpu, config):
-    from avo.evaluate.harness import Evaluator
+def make_evaluator(task_spec: str, *, device: str, gpu, config, pool=None):
+    """The run's evaluation pool (evaluate/pool.py): one worker unless --gpus, --workers or --cluster ask for more."""
+    from avo.config import PoolConfig
+    from avo.evaluate.pool import make_pool
 
-    return Evaluator(task_spec, device=device, gpu=gpu, config=config)
+    return make_pool(task_spec, device=device, gpu=gpu, config=config, pool=pool or PoolConfig())
+
+
+def closing(evaluator):
+    """Ends the pool's workers when the run ends (an evaluator without `close` needs nothing)."""
+    from contextlib import closing as closes, nullcontext
+
+    return closes(evaluator) if hasattr(evaluator, "close") else nullcontext()
 
 
 def seed_folder(value: str | None, task) -> Path:
@@ -64,7 +73,7 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
             changed.insert(0, "ops")
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
-        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
+        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.", "pool.")) and v is not None}
         config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
@@ -85,6 +94,9 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
     if config.agent.kind == "replay" and config.agent.replay_from:
         config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
     model = make_model(config.agent, seed=config.seed, policy=RetryPolicy(), say=say)
+    # Before any run exists, so a bad --gpus or --cluster is refused in one line; its workers start setting up.
+    evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation,
+                               pool=config.pool)
     if run is None:
         run = Run.create(config, runs_dir=Path(config.runs_dir), gpu=gpu.name, agent=model.name, run_id=run_id)
         policy = f", ops={task.ops}" if hasattr(task, "ops") else ""
@@ -93,16 +105,18 @@ def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quie
         say(f"resuming run {run.id}")
         if run.dropped_settings:
             say(f"settings this avo no longer has were ignored: {', '.join(run.dropped_settings)}")
-    with run.lock():
+    with run.lock(), closing(evaluator):
         run.recover_held_eval()  # a result scored and committed, but killed before it was filed
         run.set_state("running")
-        evaluator = make_evaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)
         lineage = run.lineage
         ctx = ToolContext(workspace=run.workspace, task_spec=config.kernel, device=config.device, gpu=gpu, run=run,
                           lineage=lineage, evaluator=evaluator, config=config, state={"model": model.name})
         tools = collect(lambda tool: tool.name != "shell" or config.agent.allow_shell)
-        situation = context.Situation(task=task, gpu=gpu, device=config.device, config=config)
+        workers, where = getattr(evaluator, "size", 1), getattr(evaluator, "where", "")
+        situation = context.Situation(task=task, gpu=gpu, device=config.device, config=config, workers=workers,
+                                      where=where)
         title = f"avo {run.id} · {task.name} · {gpu.name}" + (" · interpreter" if config.device == "interpret" else "")
+        title += f" · {workers} workers ({where})" if workers > 1 else ""
         view = RunView(title=title, hours=config.budget.hours, max_candidates=config.budget.max_candidates,
                        quiet=quiet, out=out)
         agent = Agent(run=run, model=model, tools=tools, ctx=ctx, situation=situation, view=view)
@@ -236,6 +250,12 @@ def register(app: typer.Typer) -> None:
         config: Optional[str] = typer.Option(None, "--config", help="YAML run configuration."),
         runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Where runs are stored (default: runs)."),
         allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the agent a shell tool in the workspace."),
+        gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to evaluate on, one worker each: 0,1,2,3 or "
+                                           "all (default: the first GPU)."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Interpreter CPU workers (--device interpret);"
+                                              " with --cluster, Ray tasks at once."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="ray (the Ray cluster of this machine) or "
+                                              "ray://host:port: evaluations run as Ray tasks, one GPU each."),
         quiet: bool = typer.Option(False, "--quiet", help="Plain log lines instead of the live dashboard."),
         ops: Optional[str] = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op "
                                           "is the candidate's own) or partial (torch ops allowed for the parts it "
@@ -251,6 +271,7 @@ def register(app: typer.Typer) -> None:
             "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
             "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
             "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
+            "pool.gpus": gpus, "pool.workers": workers, "pool.cluster": cluster,
         }
         if replay_from is not None and agent is None:
             overrides["agent.kind"] = "replay"
