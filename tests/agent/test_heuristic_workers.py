@@ -34,7 +34,9 @@ def start(runs: Path, config: Path, *extra: str) -> subprocess.Popen:
 def finish(proc: subprocess.Popen, timeout: float = 300) -> Run:
     out, _ = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, out[-3000:]
-    return Run.open("latest", Path(proc.args[proc.args.index("--runs-dir") + 1]))
+    run = Run.open("latest", Path(proc.args[proc.args.index("--runs-dir") + 1]))
+    run.output = out
+    return run
 
 
 def lineage_rows(run: Run, tmp: Path) -> list[tuple]:
@@ -63,6 +65,14 @@ def test_two_workers_commit_two_candidates_per_step_and_the_lineage_of_one_worke
     assert sorted(c.cid for c in pair.lineage.log()) == ["c0000", "c0001", "c0002", "c0003", "c0004"]
     workers = {pair.load_eval(f"c000{i}").worker for i in range(1, 5)}
     assert workers == {"cpu 0", "cpu 1"}, workers
+    # the live view and `avo show` say where each candidate was scored
+    assert all(f"c000{i}: correct fitness 0 on cpu " in pair.output for i in range(1, 5)), pair.output[-2000:]
+    shown = subprocess.run([sys.executable, "-m", "avo", "show", "latest", "--runs-dir", str(tmp_path / "two")],
+                           cwd=REPO, capture_output=True, text=True)
+    assert shown.returncode == 0 and "scored on" in shown.stdout and "cpu 1 on " in shown.stdout, shown.stdout
+    one = subprocess.run([sys.executable, "-m", "avo", "show", "latest", "c0002", "--runs-dir", str(tmp_path / "two")],
+                         cwd=REPO, capture_output=True, text=True)
+    assert f"scored on {pair.load_eval('c0002').placement()}" in one.stdout, one.stdout
 
 
 def _kill_first_worker_after_the_baseline(proc: subprocess.Popen, runs: Path, killed: list) -> None:
