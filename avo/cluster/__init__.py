@@ -1,0 +1,1 @@
+"""Evaluation on several machines: ray.py runs the evaluation workers as Ray tasks (`avo evolve --cluster`)."""
