@@ -19,6 +19,7 @@ from avo.evaluate.cuda_compile import find_nvcc
 WHY = {
     "cupy": "CuPy is not installed (pip install -e '.[cuda13]', or cuda12)",
     "cuda.bindings": "cuda-bindings is not installed (pip install -e '.[cuda13]', or cuda12)",
+    "ray": "Ray is not installed (pip install -e '.[ray]')",
 }
 
 

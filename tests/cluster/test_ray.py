@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import needs
 import pytest
 
 from avo.cluster.ray import connect
@@ -25,7 +26,6 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 KERNELS = REPO / "tests" / "evaluate" / "kernels"
-NEEDS_RAY = "Ray is not installed (the ray extra: pip install -e '.[ray]')"
 
 
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
@@ -41,7 +41,7 @@ def test_an_address_that_is_not_ray_is_one_line():
 
 @pytest.fixture
 def cluster():
-    pytest.importorskip("ray", reason=NEEDS_RAY)
+    needs.module("ray")
     proc = subprocess.Popen([sys.executable, str(HERE / "ray_cluster.py"), "2"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -116,7 +116,7 @@ def _scoring_workers() -> list[int]:
 
 @pytest.mark.slow
 def test_a_node_lost_mid_evaluation_is_a_crash_naming_it_and_the_next_evaluation_runs(tmp_path):
-    ray = pytest.importorskip("ray", reason=NEEDS_RAY)
+    ray = needs.module("ray")
     from ray.cluster_utils import Cluster
 
     from avo.config import EvalConfig, PoolConfig
