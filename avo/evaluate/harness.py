@@ -129,8 +129,11 @@ class Evaluator:
         return dict(self.setup(), mode=mode, candidates=[str(Path(p).resolve()) for p in candidate_dirs],
                     spawned_at=time.time())
 
-    def _new_worker(self) -> WorkerProcess:
-        return WorkerProcess(self.setup(), {**scrubbed_env(self.device), **self.env})
+    def _new_worker(self, gated: bool = False) -> WorkerProcess:
+        return WorkerProcess(self.setup(), {**scrubbed_env(self.device), **self.env}, gated=gated)
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     def _take_worker(self) -> WorkerProcess:
         spare, self._spare = self._spare, None
@@ -143,6 +146,8 @@ class Evaluator:
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
         started = time.monotonic()
         worker = self._take_worker()
+        if self.prewarm and not self._stopping():
+            self._spare = self._new_worker(gated=True)  # imports while this one runs; the rest once it is done
         try:
             worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs]})
             try:
@@ -155,8 +160,11 @@ class Evaluator:
             results = self._collect(worker, timed_out, len(candidate_dirs))
         finally:
             worker.discard()
-        if self.prewarm and not (self.stop and self.stop.is_set()):
-            self._spare = self._new_worker()
+        if self._spare is not None:
+            if self._stopping():
+                self.close()
+            else:
+                self._spare.release()
         wall = round(time.monotonic() - started, 3)
         for r in results:
             r.wall_s, r.worker, r.node = wall, self.worker, self.node

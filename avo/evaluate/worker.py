@@ -207,7 +207,9 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     from avo import tasks
     from avo.gpus import PROFILES
 
-    startup = time.time() - float(setup.get("spawned_at") or time.time())  # interpreter start and imports
+    startup = setup.get("startup_s")  # interpreter start and imports
+    if startup is None:
+        startup = time.time() - float(setup.get("spawned_at") or time.time())
     parts = Parts("setup")
     parts.start("task")
     task = tasks.load(setup["task"])
@@ -296,6 +298,15 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
     return forbidden
 
 
+def _import_toolchain() -> None:
+    """torch, Triton and the stage modules imported: no GPU is touched (CUDA starts at its first use)."""
+    import importlib
+
+    for name in ("torch", "triton", "triton.language", "avo.tasks", "avo.evaluate.guards",
+                 "avo.evaluate.check_stage", "avo.evaluate.bench_stage", "avo.evaluate.precompile"):
+        importlib.import_module(name)
+
+
 def _warm_toolchain(ctx: Context) -> None:
     """One tiny Triton kernel compiled and launched before any candidate: the compiler and launcher modules Triton
     imports lazily are loaded now, with their cached bytecode, and their start-up is not billed to the candidate."""
@@ -338,14 +349,19 @@ def _no_core_dumps() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Standard input carries three lines from the parent: the set-up (task, device, config, where to write), then,
-    when a candidate is to be scored, the token that signs the result and the request (mode, candidates). The
-    set-up runs before the token is read, so a worker can be started ahead of its request; `--ready-fd N` names a
-    pipe that gets what later workers may reuse (`Prepared.known`) and is closed before any candidate code runs."""
+    """Standard input carries four lines from the parent: the set-up (task, device, config, where to write); `go`,
+    once the device is free for the set-up's own work (until then only modules are imported, which touches no
+    GPU, so a worker can start while another candidate is timed on its GPU); then, when a candidate is to be
+    scored, the token that signs the result and the request (mode, candidates). `--ready-fd N` names a pipe that
+    gets what later workers may reuse (`Prepared.known`) and is closed before any candidate code runs."""
     argv = sys.argv[1:] if argv is None else argv
     ready_fd = int(argv[argv.index("--ready-fd") + 1]) if "--ready-fd" in argv else None
     setup = json.loads(sys.stdin.readline())
     _no_core_dumps()
+    _import_toolchain()
+    setup["startup_s"] = time.time() - float(setup.get("spawned_at") or time.time())
+    if sys.stdin.readline().strip() != "go":  # the parent let this worker go before its set-up
+        os._exit(0)
     result_file = open(setup["result_path"], "w")
     progress = Progress(open(setup["progress_path"], "a"))
     prepared = prepare(setup, progress)

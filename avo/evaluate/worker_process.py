@@ -2,8 +2,9 @@
 
 The process is `python -m avo.evaluate.worker` in a temp folder of its own (working directory, TMPDIR, result and
 progress files), with a scrubbed environment, in its own session, dying with avo. It is told its set-up on stdin at
-once and imports torch, Triton and the task, records the reference's ops and warms the toolchain while it waits;
-the token and the request follow when a candidate is handed to it. It serves exactly one request: the candidate
+once and imports torch and Triton; a worker started while the previous candidate is still timed on its GPU (gated)
+waits for `release()` before the part of the set-up that uses the device (the task, the reference's ops, the
+toolchain warm-up); the token and the request follow when a candidate is handed to it. It serves exactly one request: the candidate
 still runs in a process no other candidate has touched. What it learned before any candidate code ran
 (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its request.
 """
@@ -23,7 +24,8 @@ from avo import procs
 
 
 class WorkerProcess:
-    def __init__(self, setup: dict, env: dict[str, str]):
+    def __init__(self, setup: dict, env: dict[str, str], gated: bool = False):
+        """`gated`: it only imports until `release()` (another evaluation is using the GPU meanwhile)."""
         self._tmp = procs.temp_dir("eval")
         self.path = Path(self._tmp.name)
         self.result_path, self.progress_path = self.path / "result.json", self.path / "progress"
@@ -50,15 +52,25 @@ class WorkerProcess:
         by anyone else (the temp folder is writable to the candidate) is refused."""
         self.used = False
         self._report: str | None = None
+        self._released = False
         self._send(dict(setup, result_path=str(self.result_path), progress_path=str(self.progress_path),
                         spawned_at=time.time()))
+        if not gated:
+            self.release()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def release(self) -> None:
+        """Let it go on with the set-up that uses the device (the task, the reference's ops, the warm-up)."""
+        if not self._released:
+            self._released = True
+            self._send("go")
+
     def start(self, request: dict) -> bool:
         """Hand the worker its candidates; False if it is gone (its stdin closed): the watch then sees it dead."""
         self.used = True
+        self.release()
         return self._send(self.token) and self._send(dict(request, requested_at=time.time()))
 
     def ready(self, timeout_s: float = 0.0) -> bool:
