@@ -1,12 +1,14 @@
 """Evaluations as Ray tasks: `avo evolve --cluster ray` (the cluster this machine belongs to) or `ray://host:port`.
 
-Each evaluation is one Ray task that takes one GPU (on a cluster without GPUs, under `--device interpret`, one CPU).
-The candidate folder travels as bytes; on the node the task lands on it is written to a temp folder and scored by
-the same worker command as a local evaluation (harness.Evaluator: a fresh isolated process with stage limits and a
-scrubbed environment, pinned by Ray's CUDA_VISIBLE_DEVICES to the task's GPU); the EvalResult comes back as JSON.
-The agent, the lineage and the run directory stay on the machine that runs `avo evolve`. The task first reports
-where it runs, so a node lost mid-evaluation gives that candidate a `crash` result naming the node, and the run
-goes on. Ray is an optional extra (`avo[ray]`); every node needs avo and its dependencies installed.
+Each worker slot of the pool is a Ray actor holding one GPU of the cluster (on a cluster without GPUs, under
+`--device interpret`, one CPU); each evaluation is one task of that actor. The candidate folder travels as bytes; on
+the node it is written to a temp folder and scored by the same worker command as a local evaluation
+(harness.Evaluator: a fresh isolated process with stage limits and a scrubbed environment, pinned by Ray's
+CUDA_VISIBLE_DEVICES to the actor's GPU, the next one prepared ahead); the EvalResult comes back as JSON. The agent,
+the lineage and the run directory stay on the machine that runs `avo evolve`. An actor reports where it runs when it
+is placed, so a node lost mid-evaluation gives that candidate a `crash` result naming the node; the slot places a
+new actor for its next evaluation, and the run goes on. Ray is an optional extra (`avo[ray]`); every node needs avo
+and its dependencies installed.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from typing import Any
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 
-INSTALL = "pip install -e '.[ray]' in avo's checkout (or pip install 'ray>=2.40')"
+INSTALL = "pip install -e '.[ray]' in avo's checkout (or pip install 'ray[client]>=2.40')"
 MAX_FOLDER_BYTES = 64 << 20
 SCHEDULE_LIMIT_S = 900.0
-"""How long a task may wait for a free GPU before its candidate is given up as a crash."""
+"""How long a slot waits for its actor to be placed (a GPU to come free) before its candidate is a crash."""
 POLL_S = 0.5
 
 
@@ -72,24 +74,30 @@ def ray_pool(address: str, task_spec: str, *, device: str, gpu, config, workers:
     path = task_spec.partition("?")[0]
     if path.endswith(".py"):  # a KernelBench file: its bytes go along, the nodes need not share the path
         spec["task_file"] = (Path(path).name, Path(path).read_bytes())
-    remote = ray.remote(evaluate_on_node).options(max_retries=0, **per_task)
-    slots = [RaySlot(ray, remote, spec, stop, known, unit) for _ in range(count)]
+    actor = ray.remote(NodeEvaluator).options(max_restarts=0, **per_task)
+    slots = [RaySlot(ray, actor, spec, stop, known, unit) for _ in range(count)]
     return EvalPool(slots, stop, where=f"Ray at {address}: {count} at once, one {unit} each")
 
 
 class RaySlot:
-    """One evaluation at a time, as a Ray task; the pool runs as many slots as evaluations may run at once."""
+    """One evaluation at a time, on a Ray actor that holds one GPU of the cluster (a new one after a loss)."""
 
     worker = ""
 
-    def __init__(self, ray, remote, spec: dict, stop: threading.Event, known: dict, unit: str = "GPU"):
-        self.ray, self.remote, self.spec, self.stop, self.known, self.unit = ray, remote, spec, stop, known, unit
+    def __init__(self, ray, actor_class, spec: dict, stop: threading.Event, known: dict, unit: str = "GPU"):
+        self.ray, self.actor_class, self.spec, self.stop, self.known, self.unit = (ray, actor_class, spec, stop,
+                                                                                   known, unit)
+        self.actor, self.where = None, {}
 
     def warm(self) -> None:
-        pass
+        """Place the actor now (it takes its GPU and starts its first worker), not at the first candidate."""
+        try:
+            self._placed()
+        except Exception:  # a cluster that cannot place it says so at the first evaluation
+            self._drop()
 
     def close(self) -> None:
-        pass
+        self._drop()
 
     def evaluate(self, candidate_dir: Path) -> EvalResult:
         return self._run([Path(candidate_dir)], "evaluate")[0]
@@ -101,29 +109,29 @@ class RaySlot:
     def _run(self, folders: list[Path], mode: str) -> list[EvalResult]:
         ray = self.ray
         try:
-            payload = dict(self.spec, mode=mode, files=[pack(f) for f in folders], known=dict(self.known))
+            files = [pack(f) for f in folders]
         except ValueError as exc:
-            return [self._failure(str(exc), {}) for _ in folders]
+            return [self._failure(str(exc)) for _ in folders]
         started = time.monotonic()
-        where: dict = {}
-        refs = self.remote.remote(payload)
         try:
-            where = self._next(refs, SCHEDULE_LIMIT_S)
-            reply = json.loads(self._next(refs, None))
+            actor = self._placed()
+            reply = json.loads(self._wait(actor.run.remote(mode, files, dict(self.known)), None))
         except _Stopped:
-            ray.cancel(refs, force=True)
-            return [self._failure("the evaluation was stopped: the run is ending", where) for _ in folders]
+            self._drop()
+            return [self._failure("the evaluation was stopped: the run is ending") for _ in folders]
         except _NotScheduled:
-            ray.cancel(refs, force=True)
-            message = (f"no Ray task could start within {SCHEDULE_LIMIT_S:g} s: no {self.unit} of the cluster "
+            self._drop()
+            message = (f"no Ray actor could be placed within {SCHEDULE_LIMIT_S:g} s: no {self.unit} of the cluster "
                        "came free")
-            return [self._failure(message, where) for _ in folders]
-        except (ray.exceptions.RayError, StopIteration) as exc:
-            node = where.get("node") or "of the cluster"
+            return [self._failure(message) for _ in folders]
+        except ray.exceptions.RayError as exc:
+            node = self.where.get("node") or "of the cluster"
             text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            message = (f"the Ray node {node} running this evaluation was lost, or its task died "
+            message = (f"the Ray node {node} running this evaluation was lost, or its worker died "
                        f"({type(exc).__name__}: {text})")
-            return [self._failure(message, where) for _ in folders]
+            failures = [self._failure(message) for _ in folders]
+            self._drop()
+            return failures
         if reply.get("known", {}).get("forbidden") is not None:
             self.known.setdefault("forbidden", reply["known"]["forbidden"])
         results = [EvalResult.model_validate(r) for r in reply["results"]]
@@ -131,21 +139,37 @@ class RaySlot:
             r.wall_s = round(time.monotonic() - started, 3)
         return results
 
-    def _next(self, refs, limit_s: float | None) -> Any:
-        """The task's next item, waiting while the run goes on."""
+    def _placed(self):
+        """The slot's actor, created (and where it runs learned) when there is none."""
+        if self.actor is None:
+            self.where = {}
+            self.actor = self.actor_class.remote(self.spec)
+            self.where = self._wait(self.actor.where.remote(), SCHEDULE_LIMIT_S)
+        return self.actor
+
+    def _drop(self) -> None:
+        if self.actor is not None:
+            try:
+                self.ray.kill(self.actor)
+            except Exception:  # already gone with its node
+                pass
+        self.actor = None
+
+    def _wait(self, ref, limit_s: float | None) -> Any:
+        """The value of `ref`, waiting while the run goes on."""
         began = time.monotonic()
         while True:
             if self.stop.is_set():
                 raise _Stopped
-            ready, _ = self.ray.wait([refs], timeout=POLL_S)
+            ready, _ = self.ray.wait([ref], timeout=POLL_S)
             if ready:
-                return self.ray.get(next(refs))
+                return self.ray.get(ready[0])
             if limit_s is not None and time.monotonic() - began > limit_s:
                 raise _NotScheduled
 
-    def _failure(self, message: str, where: dict) -> EvalResult:
+    def _failure(self, message: str) -> EvalResult:
         return EvalResult(status="crash", rule="crash", message=message, device=self.spec["device"],
-                          gpu=self.spec["gpu"], worker=where.get("worker", ""), node=where.get("node", ""))
+                          gpu=self.spec["gpu"], worker=self.where.get("worker", ""), node=self.where.get("node", ""))
 
 
 class _Stopped(Exception):
@@ -183,34 +207,47 @@ def unpack(files: dict[str, bytes], dest: Path) -> Path:
     return dest
 
 
-def evaluate_on_node(payload: dict):
-    """The Ray task (a generator): first where it runs, then the results as JSON."""
-    import socket
+class NodeEvaluator:
+    """The Ray actor: an evaluator on the node it was placed on, pinned by Ray to the GPU it holds, keeping its next
+    worker process prepared (harness.Evaluator with prewarm). Each `run` is a fresh isolated worker process."""
 
-    import ray
+    def __init__(self, spec: dict):
+        import socket
 
-    from avo.config import EvalConfig
-    from avo.evaluate.harness import Evaluator
-    from avo.gpus import PROFILES
+        import ray
 
-    context = ray.get_runtime_context()
-    gpu_ids = ray.get_gpu_ids()
-    node = f"{socket.gethostname()} {ray.util.get_node_ip_address()} (node {context.get_node_id()[:8]})"
-    worker = f"gpu {gpu_ids[0]}" if gpu_ids else f"cpu (pid {os.getpid()})"
-    yield {"node": node, "worker": worker}
-    with tempfile.TemporaryDirectory(prefix="avo-ray-") as tmp:
-        folders = [unpack(files, Path(tmp) / f"candidate{i}") for i, files in enumerate(payload["files"])]
-        spec = payload["task"]
-        if payload.get("task_file"):
-            name, data = payload["task_file"]
-            (Path(tmp) / name).write_bytes(data)
-            options = spec.partition("?")[2]
-            spec = str(Path(tmp) / name) + (f"?{options}" if options else "")
-        evaluator = Evaluator(spec, device=payload["device"], gpu=PROFILES[payload["gpu"]],
-                              config=EvalConfig.model_validate(payload["config"]), known=dict(payload["known"]),
-                              worker=worker, node=node)
-        if payload["mode"] == "confirm":
-            results = list(evaluator.confirm(folders[0], folders[1]))
-        else:
-            results = [evaluator.evaluate(folders[0])]
-        yield json.dumps({"results": [r.model_dump(mode="json") for r in results], "known": evaluator.known})
+        from avo.config import EvalConfig
+        from avo.evaluate.harness import Evaluator
+        from avo.gpus import PROFILES
+
+        context = ray.get_runtime_context()
+        gpu_ids = ray.get_gpu_ids()
+        self.node = f"{socket.gethostname()} {ray.util.get_node_ip_address()} (node {context.get_node_id()[:8]})"
+        self.worker = f"gpu {gpu_ids[0]}" if gpu_ids else f"cpu (pid {os.getpid()})"
+        self._tmp = tempfile.TemporaryDirectory(prefix="avo-ray-")
+        task = spec["task"]
+        if spec.get("task_file"):  # a KernelBench file, shipped as bytes
+            name, data = spec["task_file"]
+            (Path(self._tmp.name) / name).write_bytes(data)
+            options = task.partition("?")[2]
+            task = str(Path(self._tmp.name) / name) + (f"?{options}" if options else "")
+        self.evaluator = Evaluator(task, device=spec["device"], gpu=PROFILES[spec["gpu"]],
+                                   config=EvalConfig.model_validate(spec["config"]), prewarm=True,
+                                   worker=self.worker, node=self.node)
+        self.evaluator.warm()
+        self._count = 0
+
+    def where(self) -> dict:
+        return {"node": self.node, "worker": self.worker}
+
+    def run(self, mode: str, files: list[dict[str, bytes]], known: dict) -> str:
+        for key, value in known.items():
+            self.evaluator.known.setdefault(key, value)
+        self._count += 1
+        with tempfile.TemporaryDirectory(prefix="avo-ray-candidate-") as tmp:
+            folders = [unpack(f, Path(tmp) / f"candidate{i}") for i, f in enumerate(files)]
+            if mode == "confirm":
+                results = list(self.evaluator.confirm(folders[0], folders[1]))
+            else:
+                results = [self.evaluator.evaluate(folders[0])]
+        return json.dumps({"results": [r.model_dump(mode="json") for r in results], "known": self.evaluator.known})

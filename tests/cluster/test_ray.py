@@ -47,8 +47,8 @@ def cluster():
     try:
         readable, _, _ = select.select([proc.stdout], [], [], 90)
         assert readable, "the local Ray cluster did not start within 90 s"
-        address, nodes = proc.stdout.readline().split()
-        yield address, nodes
+        address, client, nodes = proc.stdout.readline().split()
+        yield address, client, nodes
     finally:
         proc.stdin.close()
         try:
@@ -83,10 +83,10 @@ def rows(runs: Path, tmp: Path) -> list[tuple]:
 def test_the_same_evolve_runs_on_a_local_ray_cluster(cluster, tmp_path):
     from avo.run import Run
 
-    address, nodes = cluster
-    assert nodes == "127.0.0.1", f"a Ray server listens beyond loopback: {nodes}"
+    _, client, nodes = cluster
+    assert nodes == "127.0.0.1", f"a Ray node listens beyond loopback: {nodes}"
     began = time.monotonic()
-    done = evolve(tmp_path / "ray", "--cluster", "ray", env={**os.environ, "RAY_ADDRESS": address})
+    done = evolve(tmp_path / "ray", "--cluster", client)  # through Ray Client, as from another machine
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert time.monotonic() - began < 60, "the evolve over Ray took a minute or more"
     run = Run.open("latest", tmp_path / "ray")
@@ -115,7 +115,7 @@ def _scoring_workers() -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_node_lost_mid_evaluation_is_a_crash_naming_it_and_the_next_evaluation_runs(tmp_path):
+def test_a_node_lost_mid_evaluation_is_a_crash_naming_it_and_the_next_evaluation_runs(tmp_path, monkeypatch):
     ray = needs.module("ray")
     from ray.cluster_utils import Cluster
 
@@ -127,11 +127,11 @@ def test_a_node_lost_mid_evaluation_is_a_crash_naming_it_and_the_next_evaluation
     pool = None
     try:
         node = cluster.add_node(num_cpus=1, num_gpus=1)
-        ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
-        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+        monkeypatch.setenv("RAY_ADDRESS", cluster.address)  # `--cluster ray`: the cluster this machine is in
         config = EvalConfig(check_suite="tiny", bench_suite="", seed=5, check_timeout_s=120.0)
         pool = make_pool("gemm", device="interpret", gpu=PROFILES["h200"], config=config,
                          pool=PoolConfig(cluster="ray"))
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
         assert pool.size == 1
         hung = pool.submit(KERNELS / "endless_loop")
         deadline = time.monotonic() + 90
