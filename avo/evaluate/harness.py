@@ -4,7 +4,9 @@ The worker runs as `python -m avo.evaluate.worker` in a new session (its own pro
 (avo.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment. Stage limits
 come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is SIGKILLed
 when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail of its
-stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
+stderr. Nothing the candidate does can raise here: every outcome is an EvalResult. The process itself
+(worker_process.py) may have been started, and set up for the task, before the candidate arrived; it scores only
+that candidate.
 """
 
 from __future__ import annotations
