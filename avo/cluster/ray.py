@@ -69,7 +69,7 @@ def ray_pool(address: str, task_spec: str, *, device: str, gpu, config, workers:
     else:
         raise UserError(f"--cluster {address}: the Ray cluster has no GPUs (resources: {cpus} CPUs); start its "
                         "nodes on GPU machines, or use --device interpret")
-    count = workers or default
+    count = min(workers, default) if workers else default  # an actor beyond the cluster's GPUs would never start
     spec = {"task": task_spec, "device": device, "gpu": gpu.name, "config": config.model_dump(mode="json")}
     path = task_spec.partition("?")[0]
     if path.endswith(".py"):  # a KernelBench file: its bytes go along, the nodes need not share the path
