@@ -29,6 +29,7 @@ MAX_FOLDER_BYTES = 64 << 20
 SCHEDULE_LIMIT_S = 900.0
 """How long a slot waits for its actor to be placed (a GPU to come free) before its candidate is a crash."""
 POLL_S = 0.5
+CONNECT_ATTEMPTS = 3
 
 
 def import_ray():
@@ -45,11 +46,17 @@ def connect(address: str):
         raise UserError(f"--cluster {address}: give ray (the Ray cluster this machine belongs to, as `ray start` "
                         "made it) or ray://host:port (a cluster's Ray Client address)")
     ray = import_ray()
-    if not ray.is_initialized():
+    for attempt in range(CONNECT_ATTEMPTS):
+        if ray.is_initialized():
+            return ray
         try:
             ray.init(address="auto" if address == "ray" else address, log_to_driver=False, logging_level="ERROR")
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            # Ray Client's server starts a driver per client; on a busy head that can fail once and then work
+            if "Initialization failure from server" in first and attempt + 1 < CONNECT_ATTEMPTS:
+                time.sleep(2.0 * (attempt + 1))
+                continue
             raise UserError(f"--cluster {address}: no Ray cluster could be reached ({first}): start one with "
                             "`ray start --head` on this machine, or give ray://host:port") from None
     return ray
