@@ -16,7 +16,8 @@ from avo.errors import UserError
 
 Device = Literal["cuda", "interpret"]
 FLAGS = {"budget.hours": "--hours", "budget.max_candidates": "--max-candidates", "budget.max_cost": "--max-cost",
-         "seed": "--seed", "device": "--device", "agent.kind": "--agent"}
+         "seed": "--seed", "device": "--device", "agent.kind": "--agent", "pool.workers": "--workers",
+         "pool.gpus": "--gpus", "pool.cluster": "--cluster"}
 """The CLI flag that sets a config key, named in its error so a user knows which input was refused."""
 
 
@@ -47,6 +48,21 @@ class EvalConfig(_Strict):
     """Seed for the check inputs; None draws a fresh one for every evaluation (and records it)."""
     bench_suite: str = "bench"
     check_suite: str = "check"
+
+
+class PoolConfig(_Strict):
+    """Where candidates are evaluated, and how many at once (evaluate/pool.py). Acceptance does not change with it:
+    a new best is always confirmed side by side with the old one in one process on one GPU."""
+
+    gpus: str | None = None
+    """GPUs of this machine to evaluate on, one worker each: '0,1,2,3' or 'all'. None: one worker, first GPU."""
+    workers: int | None = Field(default=None, ge=1)
+    """Interpreter CPU workers (`--device interpret`; default 1). With a cluster: Ray tasks at once (default: one
+    per GPU of the cluster)."""
+    cluster: str | None = None
+    """'ray' (the Ray cluster this machine belongs to) or 'ray://host:port'; None: this machine only."""
+    prewarm: bool = True
+    """Keep each worker's next process started and set up for the task before its candidate arrives."""
 
 
 class AgentConfig(_Strict):
@@ -96,6 +112,7 @@ class RunConfig(_Strict):
     """Seed of the agent's own choices (the heuristic agent is deterministic given it)."""
     runs_dir: str = "runs"
     evaluation: EvalConfig = Field(default_factory=EvalConfig)
+    pool: PoolConfig = Field(default_factory=PoolConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
 

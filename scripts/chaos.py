@@ -112,13 +112,13 @@ class Chaos:
 
     def reached(self, phase: str, pid: int) -> bool:
         if phase == "evaluation":
-            return bool(children(pid, "avo.evaluate.worker"))
+            return scoring(children(pid, "avo.evaluate.worker"))
         if phase == "commit":
             return any(cmd.startswith("git ") and ("mktree" in cmd or "commit-tree" in cmd or "update-ref" in cmd
                                                    or "hash-object" in cmd) for cmd in children(pid, "git").values())
         if phase == "confirmation":
             path = self.transcript()
-            if path is None or not children(pid, "avo.evaluate.worker"):
+            if path is None or not scoring(children(pid, "avo.evaluate.worker")):
                 return False
             lines = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)
             return b'"kind": "confirm_start"' in lines[-1]
@@ -240,13 +240,27 @@ class Chaos:
                 "problems": self.problems}
 
 
+def scoring(workers: dict[int, str]) -> bool:
+    """Whether any of these evaluation workers is scoring a candidate (a worker set up ahead of its candidate waits
+    with an empty progress file beside its working directory)."""
+    for pid in workers:
+        try:
+            if (Path(os.readlink(f"/proc/{pid}/cwd")).parent / "progress").stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def children(pid: int, needle: str) -> dict[int, str]:
     """Direct children of `pid` whose command line holds `needle`: {pid: command line}."""
     found = {}
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return found
+    kids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):  # evaluation workers are started by the pool's threads
+        try:
+            kids += (task / "children").read_text().split()
+        except OSError:
+            continue
     for kid in kids:
         try:
             cmd = Path(f"/proc/{kid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

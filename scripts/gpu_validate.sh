@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
-#                                             kernelbench kernelbench_evolve
+#                                             kernelbench kernelbench_evolve evalwall
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -145,6 +145,19 @@ step_kernelbench_evolve() {
     cp -r "$run/evals" "$per/$id/" 2>/dev/null
     git -C "$run/lineage" log --format='%h %s' --all > "$per/$id/lineage.txt" 2>&1
     avo export "$id" -o "$per/$id.avo.tar" --runs-dir "$runs" > /dev/null 2>&1 || echo "export of $id failed"
+  done
+}
+
+# Per-candidate evaluation wall time, median of 5, of candidates new to Triton's cache (scripts/eval_wall.py): cold
+# (each worker starts and sets up on its own, as before the pool), back-to-back (the heuristic agent's pace) and
+# ready (the prepared worker set up before the candidate arrives), with each one's fitness.
+# EVALWALL: space-separated TASK|SEED pairs (default: the attention and GEMM seeds).
+step_evalwall() {
+  local pair task
+  for pair in ${EVALWALL:-attention|kernels/attention/triton_fa2 gemm|kernels/gemm/triton_tiled}; do
+    task=${pair%%|*}
+    python3 scripts/eval_wall.py "$task" "${pair#*|}" --runs "${EVALWALL_RUNS:-5}" --json "$OUT/evalwall-$task.json" \
+      2>&1 | tee "$OUT/evalwall-$task.txt" | grep -v '^ \{3,\}'
   done
 }
 

@@ -20,6 +20,7 @@ WHY = {
     "cupy": "CuPy is not installed (pip install -e '.[cuda13]', or cuda12)",
     "cuda.bindings": "cuda-bindings is not installed (pip install -e '.[cuda13]', or cuda12)",
     "importlinter.cli": "import-linter is not installed (pip install -e '.[dev]')",
+    "ray": "Ray is not installed (pip install -e '.[ray]')",
 }
 
 

@@ -1,5 +1,5 @@
 """The install path a new user takes: README's set-up lines name extras that exist, .ci/run installs what README's
-CPU line installs plus the cuda13 extra and requires what that extra provides, and the offline bundle refuses an
+CPU line installs plus the cuda13 and ray extras and requires what they provide, and the offline bundle refuses an
 extra that does not say which CUDA."""
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ def test_every_extra_readme_installs_exists(extras):
     assert named <= extras
 
 
-def test_ci_installs_what_readmes_set_up_line_installs_plus_cuda13():
+def test_ci_installs_what_readmes_set_up_line_installs_plus_cuda13_and_ray():
     install, test = setup_block()
     [readme_extras] = EDITABLE.findall(install)
     [ci_extras] = EDITABLE.findall(CI)
-    assert ci_extras.split(",") == readme_extras.split(",") + ["cuda13"]
+    assert ci_extras.split(",") == readme_extras.split(",") + ["cuda13", "ray"]
     assert re.search(rf"^AVO_TEST_REQUIRE=\S+ python3 {re.escape(test.removeprefix('python '))}$", CI, re.M)
 
 
-def test_ci_requires_what_the_cuda13_and_dev_extras_provide():
+def test_ci_requires_what_the_cuda13_dev_and_ray_extras_provide():
     [required] = re.findall(r"^AVO_TEST_REQUIRE=(\S+) ", CI, re.M)
-    assert set(needs.WHY) == {"cupy", "cuda.bindings", "importlinter.cli"}
+    assert set(needs.WHY) == {"cupy", "cuda.bindings", "importlinter.cli", "ray"}
     assert set(required.split(",")) == set(needs.WHY) | {"nvrtc"}  # NVIDIA's NVRTC wheel, for CPU compiles
 
 

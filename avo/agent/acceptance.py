@@ -48,26 +48,34 @@ def _case_error(case) -> float:
 
 
 def evaluate_workspace(ctx: ToolContext, rationale: str):
-    run, lineage = ctx.run, ctx.lineage
-    duplicate = lineage.find_duplicate(ctx.workspace)
+    duplicate = ctx.lineage.find_duplicate(ctx.workspace)
     if duplicate is not None:
-        ctx.state.parent = duplicate
-        result = run.load_eval(duplicate)
-        text = f"not re-evaluated: the workspace is byte-identical to {duplicate}"
-        if result is not None:
-            text += f" ({result.summary()})"
-        return text, report(ctx, duplicate, lineage.info(duplicate).parent, result, accepted=False,
-                            duplicate_of=duplicate, verdict="duplicate")
-
+        return answer_duplicate(ctx, duplicate)
     parent = ctx.state.parent
-    result = ctx.evaluator.evaluate(ctx.workspace)
+    return file_result(ctx, ctx.workspace, parent, rationale, ctx.evaluator.evaluate(ctx.workspace))
+
+
+def answer_duplicate(ctx: ToolContext, duplicate: str):
+    """The answer for a candidate byte-identical to `duplicate`: its earlier result, nothing evaluated."""
+    ctx.state.parent = duplicate
+    result = ctx.run.load_eval(duplicate)
+    text = f"not re-evaluated: the workspace is byte-identical to {duplicate}"
+    if result is not None:
+        text += f" ({result.summary()})"
+    return text, report(ctx, duplicate, ctx.lineage.info(duplicate).parent, result, accepted=False,
+                        duplicate_of=duplicate, verdict="duplicate")
+
+
+def file_result(ctx: ToolContext, folder: Path, parent: str | None, rationale: str, result):
+    """Commit a scored candidate (the files of `folder`), decide whether it becomes the best, answer the agent."""
+    run, lineage = ctx.run, ctx.lineage
     run.hold_eval(result)
-    cid = lineage.commit(ctx.workspace, parent=parent, result=result, model=ctx.state.model,
+    cid = lineage.commit(folder, parent=parent, result=result, model=ctx.state.model,
                          rationale=rationale)
     run.save_eval(cid, result)
     ctx.state.parent = cid
     ctx.state.candidates += 1
-    accepted, verdict = decide(ctx, cid, result)
+    accepted, verdict = decide(ctx, cid, result, Path(folder))
     if accepted:
         lineage.accept(cid)
         ctx.state.since_improvement = 0
@@ -162,12 +170,15 @@ def report(ctx: ToolContext, cid: str, parent, result, *, accepted: bool, duplic
         "duplicate_of": duplicate_of,
         "suspicious": bool(result and result.suspicious),
         "timing_source": result.timing_source if result else "none",
+        "worker": result.placement() if result else "",
         "cases": [c.model_dump(mode="json") for c in result.cases] if result else [],
     }
 
 
 def render(cid: str, parent, result, verdict: str, data: dict) -> str:
     lines = [f"{cid} (parent {parent or '-'}): {result.summary()}"]
+    if result.placement():
+        lines.append(f"scored on {result.placement()}")
     if result.rule:
         lines.append(f"rule: {result.rule}")
     if result.status != "correct" and result.message.strip():

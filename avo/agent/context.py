@@ -35,6 +35,10 @@ class Situation:
     device: str
     config: Any
     """avo.config.RunConfig"""
+    workers: int = 1
+    """Evaluations that run at once (evaluate/pool.py)."""
+    where: str = ""
+    """The workers, for people: 'gpu 0, gpu 1'."""
 
     def suite(self, name: str) -> str:
         # Under the interpreter the tiny suite is both checked and timed.
@@ -62,9 +66,20 @@ def system_prompt(s: Situation, tools: list[ToolSpec]) -> str:
     return prompt("system").safe_substitute(
         task_contract=task_contract(s.task),
         entry=s.task.entry, check_suite=s.suite(s.config.evaluation.check_suite), bench_suite=bench,
-        bench_cases=cases, gpu_profile=gpu_text, device_note=device_note,
+        bench_cases=cases, gpu_profile=gpu_text, device_note=device_note, workers_note=workers_note(s),
         tool_list="\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools),
     )
+
+
+def workers_note(s: Situation) -> str:
+    """What the model is told about evaluating several candidates at once (the heuristic model reads the count)."""
+    if s.workers <= 1:
+        return ""
+    return (f"\n{s.workers} evaluation workers ({s.where}): up to {s.workers} `evaluate` calls in one response run at "
+            "the same time. Each scores the workspace as it is at that call (edit, evaluate, edit, evaluate, ...), "
+            "and they are committed in call order; a call after `checkout` of a candidate id starts from that "
+            "candidate. Tools other than the file tools, `note` and `checkout` of a candidate id wait until the "
+            "evaluations before them are done.")
 
 
 def task_contract(task) -> str:

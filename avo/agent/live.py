@@ -113,7 +113,8 @@ class RunView:
             self.best_cases = [c for c in info.get("cases", []) if c.get("speedup") is not None]
             self.timing_source = info.get("timing_source", "none")
         detail = f"fitness {info['fitness']:.4g}" if info["status"] == "correct" else (info.get("rule") or "")
-        text = (f"{info['cid']}: {info['status']} {detail}{' ACCEPTED' if info.get('accepted') else ''} "
+        where = f" on {info['worker']}" if info.get("worker") else ""
+        text = (f"{info['cid']}: {info['status']} {detail}{' ACCEPTED' if info.get('accepted') else ''}{where} "
                 f"(best {info.get('best_cid')} {info.get('best_fitness', 0.0):.4g})")
         verdict = info.get("verdict", "")
         faster = info["status"] == "correct" and info["fitness"] > info.get("best_fitness", 0.0)

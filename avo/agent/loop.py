@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from avo.agent import context
 from avo.agent.acceptance import finish_confirmation
 from avo.agent.accounting import cost_usd
+from avo.agent.batch import run_calls
 from avo.agent.controls import Controls
 from avo.agent.models.base import Message, ToolCall, ToolResult, Turn
 from avo.agent.stops import BudgetExhausted, ContextOverflow, Interrupted, ModelExhausted, StopRun
@@ -110,10 +111,7 @@ class Agent:
                 raise
             return self.restart(f"The API refused the conversation as too long ({str(exc)[:200]}).")
         self.messages.append(Message(role="assistant", text=turn.text, tool_calls=turn.tool_calls))
-        results = []
-        for call in turn.tool_calls:
-            self.check_budget()
-            results.append(self.execute(call))
+        results = run_calls(self, turn.tool_calls)  # several evaluate calls run at once on a pool (batch.py)
         self.idle_turns = 0 if turn.tool_calls else self.idle_turns + 1
         if self.idle_turns >= MAX_IDLE_TURNS:
             raise ModelExhausted(f"the model called no tool in {MAX_IDLE_TURNS} turns in a row")

@@ -57,7 +57,7 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
             changed.insert(0, "ops")
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
-        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.")) and v is not None}
+        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.", "pool.")) and v is not None}
         config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
@@ -102,7 +102,7 @@ class Session:
     def from_config(cls, config: RunConfig, gpu: GpuProfile, *, resuming: bool = False,
                     say: Callable[[str], None] = _say) -> Session:
         """The task, evaluator and model `config` names; a new run's seed is checked against the GPU and agent."""
-        from avo.evaluate.harness import Evaluator as WorkerEvaluator
+        from avo.cluster import make_pool
 
         task = tasks.load(config.kernel)
         if hasattr(task, "preflight"):
@@ -116,7 +116,9 @@ class Session:
             config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
         controls = Controls()
         model = make_model(config.agent, seed=config.seed, policy=controls.retry_policy(), say=say)
-        evaluator = WorkerEvaluator(config.kernel, device=config.device, gpu=gpu, config=config.evaluation)
+        # Before any run exists, so a bad --gpus or --cluster is refused in one line; its workers start setting up.
+        evaluator = make_pool(config.kernel, device=config.device, gpu=gpu, config=config.evaluation,
+                              pool=config.pool)
         return cls(config=config, task=task, gpu=gpu, evaluator=evaluator, model=model, seed_dir=seed_dir,
                    controls=controls, say=say)
 
@@ -137,7 +139,7 @@ class Session:
     def drive(self, run: Run, *, quiet: bool = False, out: TextIO | None = None) -> str:
         """Baseline (for a new run) and the loop, under the run's lock; returns why the loop stopped."""
         config = self.config
-        with run.lock():
+        with run.lock(), closing(self.evaluator):
             run.recover_held_eval()  # a result scored and committed, but killed before it was filed
             run.set_state("running")
             ctx = ToolContext(workspace=run.workspace, task_spec=config.kernel, device=config.device, gpu=self.gpu,
@@ -147,7 +149,8 @@ class Session:
                            max_candidates=config.budget.max_candidates, quiet=quiet, out=out)
             agent = Agent(run=run, model=self.model, tools=collect(self.offered), ctx=ctx, view=view,
                           situation=context.Situation(task=self.task, gpu=self.gpu, device=config.device,
-                                                      config=config), controls=self.controls)
+                                                      config=config, workers=self.workers, where=self.where),
+                          controls=self.controls)
             if len(run.lineage) == 0 or not any(e.get("kind") == "baseline" for e in run.events()):
                 self.start(run, agent)  # or killed before the seed was tagged, accepted and recorded
             else:
@@ -176,4 +179,20 @@ class Session:
 
     def title(self, run: Run) -> str:
         interpreted = " · interpreter" if self.config.device == "interpret" else ""
-        return f"avo {run.id} · {self.task.name} · {self.gpu.name}" + interpreted
+        pool = f" · {self.workers} workers ({self.where})" if self.workers > 1 else ""
+        return f"avo {run.id} · {self.task.name} · {self.gpu.name}" + interpreted + pool
+
+    @property
+    def workers(self) -> int:
+        return getattr(self.evaluator, "size", 1)
+
+    @property
+    def where(self) -> str:
+        return getattr(self.evaluator, "where", "")
+
+
+def closing(evaluator):
+    """Ends the pool's workers when the run ends (an evaluator without `close` needs nothing)."""
+    from contextlib import closing as closes, nullcontext
+
+    return closes(evaluator) if hasattr(evaluator, "close") else nullcontext()

@@ -65,6 +65,12 @@ def register(app: typer.Typer) -> None:
         config: Optional[str] = typer.Option(None, "--config", help="YAML run configuration."),
         runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Where runs are stored (default: runs)."),
         allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the agent a shell tool in the workspace."),
+        gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to evaluate on, one worker each: 0,1,2,3 or "
+                                           "all (default: the first GPU)."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Interpreter CPU workers (--device interpret);"
+                                              " with --cluster, Ray tasks at once."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="ray (the Ray cluster of this machine) or "
+                                              "ray://host:port: evaluations run as Ray tasks, one GPU each."),
         quiet: bool = typer.Option(False, "--quiet", help="Plain log lines instead of the live dashboard."),
         ops: Optional[str] = typer.Option(None, "--ops", help="KernelBench tasks: strict (default: every compute op "
                                           "is the candidate's own) or partial (torch ops allowed for the parts it "
@@ -80,6 +86,7 @@ def register(app: typer.Typer) -> None:
             "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
             "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
             "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
+            "pool.gpus": gpus, "pool.workers": workers, "pool.cluster": cluster,
         }
         if replay_from is not None and agent is None:
             overrides["agent.kind"] = "replay"

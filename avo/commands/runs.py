@@ -92,11 +92,18 @@ def _show_run(run) -> None:
                   f"{row['accepted']} accepted; best {row['best'] or '-'} "
                   f"{_fitness(row['best_fitness'], row['device'])}; baseline {lineage.baseline or '-'}; "
                   f"main {lineage.main or '-'}")
-    table = Table("cid", "parent", "status", "fitness", "accepted", "model", "summary", title="latest candidates")
+    table = Table("cid", "parent", "status", "fitness", "accepted", "model", "scored on", "summary",
+                  title="latest candidates")
     for c in lineage.log(limit=15):
         table.add_row(c.cid, c.parent or "-", c.status, f"{c.fitness:.3f}", "yes" if c.accepted else "",
-                      c.model, c.summary)
+                      c.model, _placement(lineage.record(c.cid).get("eval", {})), c.summary)
     console.print(table)
+
+
+def _placement(ev: dict) -> str:
+    """Which worker (GPU, CPU worker) and node scored a candidate, from its committed record; '-' before avo kept it."""
+    worker, node = ev.get("worker") or "", ev.get("node") or ""
+    return (f"{worker} on {node}" if worker and node else worker or node) or "-"
 
 
 def _show_candidate(run, rev: str) -> None:
@@ -112,8 +119,9 @@ def _show_candidate(run, rev: str) -> None:
     console.print(f"{cid} {' '.join(f'[{m}]' for m in marks)}  parent {c.parent or '-'}  model {c.model}  "
                   f"created {c.created}  commit {c.sha[:12]}", markup=False, highlight=False)
     rule = f" ({ev['rule']})" if ev.get("rule") else ""
+    where = f"  scored on {_placement(ev)}" if _placement(ev) != "-" else ""
     console.print(f"status {c.status}{rule}  fitness {c.fitness:.3f}  accepted {'yes' if c.accepted else 'no'}  "
-                  f"timing {ev.get('timing_source', '?')} on {ev.get('gpu') or ev.get('device') or '?'}")
+                  f"timing {ev.get('timing_source', '?')} on {ev.get('gpu') or ev.get('device') or '?'}{where}")
     if ev.get("message"):
         console.print(f"message: {ev['message']}", markup=False)
     if ev.get("cases"):

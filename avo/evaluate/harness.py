@@ -5,21 +5,23 @@ The worker runs as `python -m avo.evaluate.worker` in a new session (its own pro
 policy is avo.util.secrets). Stage limits come from EvalConfig: import (import and first launch, i.e. compile), check
 and bench; the whole group is SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported
 with its signal and the tail of its stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
+The process itself (worker_process.py) may have been started, and set up for the task, before the candidate arrived;
+it scores only that candidate.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import subprocess
-import sys
+import threading
 import time
 from pathlib import Path
 
 from avo.util import procs
 from avo.config import EvalConfig
 from avo.evaluate.result import EvalResult
+from avo.evaluate.worker_process import WorkerProcess
 from avo.gpus import GpuProfile
 from avo.util.secrets import without_secrets
 
@@ -53,9 +55,18 @@ def spec_ops(task_spec: str) -> str:
 
 
 class Evaluator:
-    """Scores candidates for one task on one device; each evaluation in a fresh child process."""
+    """Scores candidates for one task on one device; each evaluation in a fresh child process.
 
-    def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None):
+    `prewarm`: keep the next worker process started and set up (worker_process.py) while the caller is busy, so
+    the next evaluation skips the start-up. `env`: extra environment for the workers (e.g. CUDA_VISIBLE_DEVICES
+    pinning them to one GPU). `known`: a dict shared with other evaluators of the same task, filled with what a
+    worker learned before any candidate ran in it (the reference's ops), so later workers need not record it
+    again. `stop`: set it to kill the evaluation in progress (the run is ending). `worker` and `node` label every
+    result (which GPU or CPU worker, which host)."""
+
+    def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None,
+                 prewarm: bool = False, env: dict[str, str] | None = None, known: dict | None = None,
+                 stop: threading.Event | None = None, worker: str = "", node: str = ""):
         if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
             from avo.tasks.kernelbench.spec import absolute_spec
 
@@ -64,6 +75,10 @@ class Evaluator:
         self.device = device
         self.gpu = gpu
         self.config = config or EvalConfig()
+        self.prewarm, self.env, self.stop = prewarm, dict(env or {}), stop
+        self.known = known if known is not None else {}
+        self.worker, self.node = worker, node
+        self._spare: WorkerProcess | None = None
 
     def evaluate(self, candidate_dir: Path) -> EvalResult:
         return self._spawn([Path(candidate_dir)], mode="evaluate")[0]
@@ -72,6 +87,17 @@ class Evaluator:
         """Both re-run in one child, timed interleaved with each other and the library."""
         first, second = self._spawn([Path(candidate_dir), Path(incumbent_dir)], mode="confirm")
         return first, second
+
+    def warm(self) -> None:
+        """Start the next worker now (with `prewarm`), e.g. before the first evaluation."""
+        if self.prewarm and self._spare is None:
+            self._spare = self._new_worker()
+
+    def close(self) -> None:
+        """Let the prepared worker go, if any."""
+        if self._spare is not None:
+            self._spare.discard()
+            self._spare = None
 
     def suites(self) -> tuple[str, str]:
         """(check suite, bench suite or ''): under the interpreter only the tiny suite (fp16, interpreter-sized) is
@@ -86,55 +112,57 @@ class Evaluator:
         return {"import": cfg.import_timeout_s, "check": cfg.check_timeout_s, "bench": cfg.bench_timeout_s,
                 "done": DONE_GRACE_S}
 
-    def request(self, candidate_dirs: list[Path], mode: str) -> dict:
-        """What the worker is asked to do (the request of worker/evaluation.py's `run`), less where it writes its
-        result and progress."""
+    def setup(self) -> dict:
+        """What a worker is told before its candidates are known (`worker.prepare`)."""
         check_suite, bench_suite = self.suites()
-        return {
-            "mode": mode, "task": self.task_spec, "device": self.device, "gpu": self.gpu.name,
-            "candidates": [str(Path(p).resolve()) for p in candidate_dirs],
-            "check_suite": check_suite, "bench_suite": bench_suite, "seed": self.config.seed,
-            "config": self.config.model_dump(mode="json"), "spawned_at": time.time(),
-        }
+        return {"task": self.task_spec, "device": self.device, "gpu": self.gpu.name, "check_suite": check_suite,
+                "bench_suite": bench_suite, "seed": self.config.seed, "config": self.config.model_dump(mode="json"),
+                "forbidden": self.known.get("forbidden")}
+
+    def request(self, candidate_dirs: list[Path], mode: str) -> dict:
+        """What the worker is asked to do (`worker.run`'s request), less where it writes its result and progress."""
+        return dict(self.setup(), mode=mode, candidates=[str(Path(p).resolve()) for p in candidate_dirs],
+                    spawned_at=time.time())
+
+    def _new_worker(self, gated: bool = False) -> WorkerProcess:
+        return WorkerProcess(self.setup(), {**scrubbed_env(self.device), **self.env}, gated=gated)
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def _take_worker(self) -> WorkerProcess:
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.alive():
+            return spare
+        if spare is not None:  # died while it waited: nothing of it is used
+            spare.discard()
+        return self._new_worker()
 
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
         started = time.monotonic()
-        with procs.temp_dir("eval") as tmp:
-            tmp_path = Path(tmp)
-            request = dict(self.request(candidate_dirs, mode), result_path=str(tmp_path / "result.json"),
-                           progress_path=str(tmp_path / "progress"))
-            (tmp_path / "request.json").write_text(json.dumps(request))
-            (tmp_path / "progress").touch()
-            workdir = tmp_path / "cwd"
-            workdir.mkdir()
-            env = scrubbed_env(self.device)
-            # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (The worker also
-            # keeps the candidate's bytecode out of its folder, both ways; see load_candidate in worker/evaluation.py.
-            # Bytecode of torch and triton is written and reused as usual: without it each evaluation recompiled
-            # torch's Python modules, seconds of every evaluation.)
-            (tmp_path / "tmp").mkdir()
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env.update(TMPDIR=str(tmp_path / "tmp"), TMP=str(tmp_path / "tmp"), TEMP=str(tmp_path / "tmp"))
-            with open(tmp_path / "stdout", "wb") as out, open(tmp_path / "stderr", "wb") as err:
-                proc = procs.popen(
-                    [sys.executable, "-m", "avo.evaluate.worker", str(tmp_path / "request.json")],
-                    cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                )
-                # A secret the worker reads before any candidate code runs and signs its result with: a result file
-                # written by anyone else (the temp folder is writable to the candidate) is refused.
-                token = secrets.token_hex(16)
-                try:
-                    proc.stdin.write(f"{token}\n".encode())
-                    proc.stdin.close()
-                    timed_out = self._watch(proc, tmp_path / "progress")
-                except BrokenPipeError:
-                    timed_out = None
-                finally:
-                    procs.kill_group(proc)
-            results = self._collect(proc, tmp_path, timed_out, len(candidate_dirs), token)
+        worker = self._take_worker()
+        if self.prewarm and not self._stopping():
+            self._spare = self._new_worker(gated=True)  # imports while this one runs; the rest once it is done
+        try:
+            worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs]})
+            try:
+                timed_out = self._watch(worker.proc, worker.progress_path)
+            finally:
+                procs.kill_group(worker.proc)
+            known = worker.known()
+            if known and known.get("forbidden") is not None and "forbidden" not in self.known:
+                self.known["forbidden"] = known["forbidden"]
+            results = self._collect(worker, timed_out, len(candidate_dirs))
+        finally:
+            worker.discard()
+        if self._spare is not None:
+            if self._stopping():
+                self.close()
+            else:
+                self._spare.release()
         wall = round(time.monotonic() - started, 3)
         for r in results:
-            r.wall_s = wall
+            r.wall_s, r.worker, r.node = wall, self.worker, self.node
         return results
 
     def _watch(self, proc: subprocess.Popen, progress: Path) -> tuple[str, str, float] | None:
@@ -143,6 +171,9 @@ class Evaluator:
         stage, case, group, key = "start", "", "import", ("import", "0")
         group_started = time.monotonic()
         while proc.poll() is None:
+            if self.stop is not None and self.stop.is_set():
+                procs.kill_group(proc)
+                return None
             marks = progress.read_text(errors="replace").splitlines()
             if marks:
                 mark, mark_case, who = (marks[-1].split("\t") + ["", "", ""])[:3]
@@ -156,7 +187,7 @@ class Evaluator:
             time.sleep(POLL_S)
         return None
 
-    def _collect(self, proc, tmp_path: Path, timed_out, count: int, token: str) -> list[EvalResult]:
+    def _collect(self, worker: WorkerProcess, timed_out, count: int) -> list[EvalResult]:
         if timed_out is not None:
             stage, case, limit = timed_out
             group = STAGE_GROUP.get(stage, "import")
@@ -167,10 +198,9 @@ class Evaluator:
                        "far slower than it should be")
             rule = f"stage.{group if group != 'done' else 'bench'}"
             return [self._failure("timeout", rule, message) for _ in range(count)]
-        result_path = tmp_path / "result.json"
         try:
-            payload = json.loads(result_path.read_text())
-            if payload.get("token") != token:
+            payload = json.loads(worker.result_path.read_text())
+            if payload.get("token") != worker.token:
                 message = "the result file was not written by the evaluator (it was replaced or forged)"
                 return [self._failure("rejected", "runtime.file_access", message) for _ in range(count)]
             results = [EvalResult.model_validate(r) for r in payload["results"]]
@@ -178,10 +208,10 @@ class Evaluator:
                 return results
         except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or torn: the child died writing it
             pass
-        return [self._crash(proc, tmp_path) for _ in range(count)]
+        return [self._crash(worker) for _ in range(count)]
 
-    def _crash(self, proc: subprocess.Popen, tmp_path: Path) -> EvalResult:
-        code = proc.returncode
+    def _crash(self, worker: WorkerProcess) -> EvalResult:
+        code = worker.proc.returncode
         if code is not None and code < 0:
             try:
                 how = f"was killed by {signal.Signals(-code).name}"
@@ -189,10 +219,12 @@ class Evaluator:
                 how = f"was killed by signal {-code}"
         else:
             how = f"exited with code {code} without a result"
-        marks = (tmp_path / "progress").read_text(errors="replace").splitlines()
+        marks = worker.progress_path.read_text(errors="replace").splitlines()
         stage, case = ((marks[-1].split("\t") + ["", ""])[:2]) if marks else ("start", "")
         where = f" during stage {stage}" + (f", case {case}" if case else "")
-        tail = (tmp_path / "stderr").read_bytes()[-STDERR_TAIL:].decode(errors="replace").strip()
+        if self.stop is not None and self.stop.is_set():
+            how, where = "was stopped: the run is ending", ""
+        tail = worker.stderr_tail(STDERR_TAIL)
         message = f"the evaluation process {how}{where}" + (f"\n{procs.STDERR_MARK}\n{tail}" if tail else "")
         return self._failure("crash", "crash", message)
 

@@ -62,6 +62,15 @@ class EvalResult(BaseModel):
     """How it was scored, where that differs from the configuration (e.g. an input rotation reduced to fit memory)."""
     wall_s: float = 0.0
     stage_s: dict[str, float] = Field(default_factory=dict)
+    worker: str = ""
+    """Which worker scored it: 'gpu 3' (the GPU its process was pinned to, as the node numbers it), 'cpu 1' (an
+    interpreter worker); '' where a single evaluator ran it unpinned (`avo bench`)."""
+    node: str = ""
+    """The host that ran it (a Ray node: its address and node id)."""
+
+    def placement(self) -> str:
+        """'gpu 3', 'gpu 0 on 10.0.0.5 (node 1a2b3c4d)', or '' when not recorded."""
+        return f"{self.worker} on {self.node}" if self.worker and self.node else self.worker or self.node
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from avo.util import procs
 from avo.config import EvalConfig
 from avo.evaluate.harness import Evaluator, scrubbed_env
 from avo.gpus import PROFILES
@@ -156,15 +157,17 @@ def test_confirm_reports_each_candidate_on_its_own():
     assert second.status == "correct", second.message
 
 
-def test_a_result_file_without_the_workers_token_is_refused(tmp_path):
+def test_a_result_file_without_the_workers_token_is_refused():
     """The worker signs its result with a secret it read from the parent before any candidate code ran."""
-    forged = '{"results": [{"status": "correct", "fitness": 99.0}]}'
-    (tmp_path / "result.json").write_text(forged)
-    (tmp_path / "progress").write_text("check\t1x1x1\t0\n")
-    (tmp_path / "stderr").write_text("")
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    [r] = evaluator()._collect(proc, tmp_path, None, 1, token="the-real-token")
+    ev = evaluator()
+    worker = ev._new_worker()
+    try:
+        procs.kill_group(worker.proc)
+        worker.result_path.write_text('{"results": [{"status": "correct", "fitness": 99.0}]}')
+        worker.progress_path.write_text("check\t1x1x1\t0\n")
+        [r] = ev._collect(worker, None, 1)
+    finally:
+        worker.discard()
     assert (r.status, r.rule) == ("rejected", "runtime.file_access") and r.fitness == 0
 
 

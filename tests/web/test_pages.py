@@ -202,3 +202,17 @@ def test_serve_on_another_host_warns_and_serves(runs):
         serve.wait(10)
     assert "warning: listening on 0.0.0.0: anyone who can reach this machine can read these runs" in \
         serve.stderr.read()
+
+
+def test_candidate_page_says_which_worker_and_node_scored_it(tmp_path):
+    runs = tmp_path / "runs"
+    run = Run.create(RunConfig(kernel="gemm", device="cuda", gpu="h200"), runs_dir=runs, gpu="h200", agent="m",
+                     run_id="pool")
+    src = tmp_path / "src"
+    with run.lock():
+        write_candidate(src, "BLOCK_M = 64\n")
+        scored = result(fitness=0.5, worker="gpu 3", node="node-b")
+        run.lineage.commit(src, parent=None, result=scored, model="seed", rationale="baseline")
+        run.save_eval("c0000", scored)
+    run.close()
+    assert "scored on gpu 3 on node-b" in page(Site(runs), "/run/pool/c0000")

@@ -108,6 +108,23 @@ class Search:
             moves += self._pairs()
         return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
 
+    def next_moves(self, count: int) -> list[Move]:
+        """Up to `count` moves, each the one `next_move` would give were the ones before it tried with no outcome
+        known yet: what one worker would try next, one after another, if none of these results changed the
+        ranking (a new best, a measured loss or a shared-memory failure do change it)."""
+        known = dict(self.trials)
+        moves: list[Move] = []
+        try:
+            while len(moves) < count:
+                move = self.next_move()
+                if move is None:
+                    break
+                moves.append(move)
+                self.trials[point_key(move.point)] = Trial(point=move.point, status="pending")
+        finally:
+            self.trials = known
+        return moves
+
     def _candidate(self, changes: dict[str, Value], kind: str, label: str = "") -> Move | None:
         point = dict(self.incumbent)
         point.update(changes)

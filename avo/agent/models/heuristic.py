@@ -89,6 +89,9 @@ class HeuristicModel:
             return self._done(f"every single and pairwise knob move around the best has been tried ({done} points, "
                               f"{failed} invalid); best {h.best_cid or '-'} fitness {search.incumbent_fitness:.3f} "
                               f"at {format_point(search.incumbent)}")
+        workers = _workers(system)
+        if workers > 1 and h.best_cid and h.errors["checkout"] < 3:
+            return self._batch(h, base_text, search.next_moves(workers))
         if h.best_cid and h.workspace_cid != h.best_cid and h.errors["checkout"] < 3:
             return self._turn(f"Back to the best, {h.best_cid} (fitness {h.best_fitness:.3f}), before the next move.",
                               ("checkout", {"cid": h.best_cid}))
@@ -118,6 +121,22 @@ class HeuristicModel:
         if profile or compile_info:
             search.facts = facts_from(profile, compile_info)
         return search
+
+    def _batch(self, h: History, base_text: str, moves: list) -> Turn:
+        """One move per worker in one turn: each from the best (a checkout of its id between them), edited and
+        evaluated; the evaluations run at once and are filed in this order (agent/batch.py)."""
+        calls: list[tuple[str, dict]] = []
+        text, at_best = h.text, h.workspace_cid == h.best_cid
+        for move in moves:
+            if not at_best:
+                calls.append(("checkout", {"cid": h.best_cid}))
+                text = base_text
+            target = render(base_text, move.point)
+            calls += _edits(text or base_text, target)
+            calls.append(("evaluate", {"rationale": f"{move.describe()} {format_point(move.point)}"}))
+            text, at_best = target, False
+        lead = f"{len(moves)} moves at once, one per worker, each from the best {h.best_cid}: "
+        return self._turn(lead + "; ".join(move.describe() for move in moves), *calls)
 
     def _profile_calls(self, system: str, h: History, offered: set[str]) -> list[tuple[str, dict]]:
         """Profile the best kernel once per new best, on a GPU only, while the profiler answers."""
@@ -207,6 +226,12 @@ def _task_kind(system: str, source: str) -> str:
 def _smem_limit(system: str) -> int:
     found = re.search(r"(\d+)\s*KB shared memory per block", system)
     return int(found.group(1)) * 1024 if found else DEFAULT_SMEM_PER_BLOCK
+
+
+def _workers(system: str) -> int:
+    """How many evaluations run at once, as the system prompt says (agent/context.py's workers note); 1 if silent."""
+    found = re.search(r"^(\d+) evaluation workers", system, re.M)
+    return int(found.group(1)) if found else 1
 
 
 def _arch(system: str) -> str:

@@ -1,6 +1,6 @@
-"""The child side of an evaluation, run as `python -m avo.evaluate.worker REQUEST.json` (see harness.py).
+"""The child side of an evaluation, run as `python -m avo.evaluate.worker` (see harness.py, worker_process.py).
 
-- `__main__.py`: reads the request, runs the evaluation, writes the signed result, exits at once.
+- `__main__.py`: reads the set-up and the request on stdin, prepares, evaluates, writes the signed result, exits.
 - `evaluation.py`: the stages in order for every candidate, and each candidate's final EvalResult.
 - `candidate.py`: what the stages share: Candidate, Context, Progress, Verdict and `classify`.
 - `loader.py`: imports a candidate's kernel.py under a fresh name and finds its entry point.

@@ -1,9 +1,10 @@
-"""The child side of an evaluation: `python -m avo.evaluate.worker REQUEST.json`.
+"""The child side of an evaluation: `python -m avo.evaluate.worker [--ready-fd N]`, told what to do on stdin.
 
-Runs in its own process group with a scrubbed environment (see harness.py). The request names the task, the
-candidates and the suites (evaluation.py runs them). The verdict is written to a result file opened before any
-candidate code runs (candidate code may print to stdout), signed with the token the parent wrote to stdin; then the
-process exits at once, so threads a candidate left behind cannot hold it open.
+Runs in its own process group with a scrubbed environment (see harness.py and worker_process.py). First the set-up
+that needs no candidate (evaluation.prepare), which a worker started ahead of its request does while it waits; then
+the request's candidates (evaluation.evaluate). The verdict is written to a result file opened before any candidate
+code runs (candidate code may print to stdout), signed with the token the parent wrote to stdin; then the process
+exits at once, so threads a candidate left behind cannot hold it open.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
+import time
 
 from avo.evaluate.worker import evaluation
 from avo.evaluate.worker.candidate import Progress
@@ -27,16 +28,31 @@ def _no_core_dumps() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Standard input carries four lines from the parent: the set-up (task, device, config, where to write); `go`,
+    once the device is free for the set-up's own work (until then only modules are imported, which touches no
+    GPU, so a worker can start while another candidate is timed on its GPU); then, when a candidate is to be
+    scored, the token that signs the result and the request (mode, candidates). `--ready-fd N` names a pipe that
+    gets what later workers may reuse (`Prepared.known`) and is closed before any candidate code runs."""
     argv = sys.argv[1:] if argv is None else argv
-    token = sys.stdin.readline().strip()  # from the parent, before any candidate code exists in this process
-    sys.stdin.close()
-    request_path = Path(argv[0])
-    request = json.loads(request_path.read_text())
-    request_path.unlink(missing_ok=True)
+    ready_fd = int(argv[argv.index("--ready-fd") + 1]) if "--ready-fd" in argv else None
+    setup = json.loads(sys.stdin.readline())
     _no_core_dumps()
-    result_file = open(request["result_path"], "w")
-    progress = Progress(open(request["progress_path"], "a"))
-    results = evaluation.run(request, progress)
+    evaluation._import_toolchain()
+    setup["startup_s"] = time.time() - float(setup.get("spawned_at") or time.time())
+    if sys.stdin.readline().strip() != "go":  # the parent let this worker go before its set-up
+        os._exit(0)
+    result_file = open(setup["result_path"], "w")
+    progress = Progress(open(setup["progress_path"], "a"))
+    prepared = evaluation.prepare(setup, progress)
+    if ready_fd is not None:
+        with os.fdopen(ready_fd, "w") as ready:
+            ready.write(json.dumps(prepared.known()) + "\n")
+    token = sys.stdin.readline().strip()  # from the parent, before any candidate code exists in this process
+    request = json.loads(sys.stdin.readline() or "{}")
+    sys.stdin.close()
+    if not request.get("candidates"):  # the parent let this worker go unused
+        os._exit(0)
+    results = evaluation.evaluate(prepared, request)
     results_json = ", ".join(r.model_dump_json() for r in results)
     result_file.write(f'{{"token": {json.dumps(token)}, "results": [{results_json}]}}')
     result_file.flush()

@@ -1,13 +1,15 @@
-"""One evaluation in the worker: every candidate through static guards -> Sentinel -> import -> Triton kernels
-compiled ahead, in parallel (precompile.py; stage "compile") -> check suite (its first launch marked as stage
-"compile" too) -> Sentinel.verify; then the bench stage times every passing candidate interleaved with the library.
-Stage starts are appended to a progress file, so the parent can apply per-stage limits and say where a candidate
-hung. `finalize` turns what was seen into each candidate's EvalResult.
+"""One evaluation in the worker. First the set-up that needs no candidate (`prepare`: task, the reference's ops,
+toolchain warm-up), which a worker started ahead of its request does while it waits; then, per candidate: static
+guards -> Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check
+suite (its first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing
+candidate interleaved with the library. Stage starts are appended to a progress file, so the parent can apply
+per-stage limits and say where a candidate hung. `finalize` turns what was seen into each candidate's EvalResult.
 """
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 import sys
 import tempfile
 import time
@@ -87,34 +89,71 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
     return r
 
 
-def run(request: dict, progress: Progress) -> list[EvalResult]:
+@dataclass
+class Prepared:
+    """A worker set up for its task before any candidate exists in the process (see `prepare`)."""
+
+    ctx: Context
+    forbidden: frozenset[str]
+    base: dict
+    seconds: dict[str, float]
+    startup: float
+    done_at: float
+    """Wall-clock time the set-up ended (a request that came earlier waited for it)."""
+
+    def known(self) -> dict:
+        """What later workers of the same task may reuse, reported before any candidate code runs."""
+        return {"forbidden": sorted(self.forbidden)}
+
+
+def prepare(setup: dict, progress: Progress) -> Prepared:
+    """Everything that does not depend on the candidates: the task, the ops the reference and library dispatch,
+    the toolchain warmed, the compile pool started. A worker started ahead of its request (harness.WorkerProcess)
+    does this while the previous candidate is still being scored elsewhere or the agent is thinking."""
     from avo import tasks
     from avo.gpus import PROFILES
 
-    startup = time.time() - float(request.get("spawned_at") or time.time())  # interpreter start and imports
-    setup = Parts("setup")
-    setup.start("task")
-    task = tasks.load(request["task"])
-    bench_suite = request.get("bench_suite") or ""
-    seed = request["seed"] if request.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
-    ctx = Context(task=task, device=request["device"], gpu=PROFILES[request["gpu"]], config=request["config"],
-                  seed=seed, progress=progress, check_suite=request["check_suite"], bench_suite=bench_suite)
+    startup = setup.get("startup_s")  # interpreter start and imports
+    if startup is None:
+        startup = time.time() - float(setup.get("spawned_at") or time.time())
+    parts = Parts("setup")
+    parts.start("task")
+    task = tasks.load(setup["task"])
+    seed = setup["seed"] if setup.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
+    ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]], config=setup["config"],
+                  seed=seed, progress=progress, check_suite=setup["check_suite"],
+                  bench_suite=setup.get("bench_suite") or "")
     base = _base_fields(ctx)
-    cands = [Candidate(i, Path(p).resolve(), EvalResult(status="crash", **base), cuda=has_cuda_sources(Path(p)))
-             for i, p in enumerate(request["candidates"])]
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
-    setup.start("ops")
-    forbidden = _forbidden(ctx)
-    setup.start("warm")
+    parts.start("ops")
+    forbidden = _forbidden(ctx, setup.get("forbidden"))
+    parts.start("warm")
     _warm_toolchain(ctx)
-    ctx.compile_pool = _compile_pool(ctx, cands)  # its threads start before any Sentinel: the evaluator's own
-    setup.stop()
+    ctx.compile_pool = _compile_pool(ctx)  # its threads start before any Sentinel: the evaluator's own
+    parts.stop()
+    return Prepared(ctx, forbidden, base, parts.seconds, max(0.0, startup), time.time())
+
+
+def run(request: dict, progress: Progress) -> list[EvalResult]:
+    """One request, set-up included (`prepare`, then `evaluate`)."""
+    return evaluate(prepare(request, progress), request)
+
+
+def evaluate(prep: Prepared, request: dict) -> list[EvalResult]:
+    """The request's candidates through the stages, on a worker `prepare` set up."""
+    ctx, forbidden, bench_suite, progress = prep.ctx, prep.forbidden, prep.ctx.bench_suite, prep.ctx.progress
+    requested = float(request.get("requested_at") or prep.done_at)
+    cands = [Candidate(i, Path(p).resolve(), EvalResult(status="crash", **prep.base), cuda=has_cuda_sources(Path(p)))
+             for i, p in enumerate(request["candidates"])]
     for cand in cands:
-        # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went.
-        cand.result.stage_s["startup"] = round(max(0.0, startup), 3)
-        cand.result.stage_s["setup"] = round(sum(setup.seconds.values()), 3)
-        cand.result.stage_s.update(setup.seconds)
+        # Per evaluation, not per candidate: every candidate's result shows where the rest of wall_s went. A
+        # worker set up ahead of its request shows `waited`: the part of the set-up the request waited for.
+        cand.result.stage_s["startup"] = round(prep.startup, 3)
+        cand.result.stage_s["setup"] = round(sum(prep.seconds.values()), 3)
+        cand.result.stage_s.update(prep.seconds)
+        if request.get("requested_at"):
+            cand.result.stage_s["waited"] = round(max(0.0, prep.done_at - requested), 3)
     for cand in cands:
         try:
             load_candidate(ctx, cand)
@@ -134,17 +173,39 @@ def run(request: dict, progress: Progress) -> list[EvalResult]:
     return [finalize(ctx, c, timed) for c in cands]
 
 
-def _forbidden(ctx: Context) -> frozenset[str]:
-    """The compute ops of the reference and the library over every check case (a backend may depend on shape)."""
+def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
+    """The compute ops of the reference and the library over every check case (a backend may depend on shape).
+
+    `known`: the set an earlier worker of this task recorded before any candidate ran in it (the parent passes it
+    on; it depends on shapes and dtypes, not on the seed). Then only the first check case is recorded, which warms
+    the recorder as the full recording would; were its ops not all in `known` (another library build), the full
+    recording runs after all."""
     task = ctx.task
-    sets = [task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
-            for i, case in enumerate(task.cases(ctx.check_suite))]
-    forbidden = guards.forbidden_ops(lambda: [(task.reference(*x), task.library(*x)) for x in sets])
+    cases = task.cases(ctx.check_suite)
+
+    def recorded(count: int) -> frozenset[str]:
+        sets = [task.make_inputs(case, ctx.seed + i, ctx.tensor_device) for i, case in enumerate(cases[:count])]
+        return guards.forbidden_ops(lambda: [(task.reference(*x), task.library(*x)) for x in sets])
+
+    forbidden = None
+    if known is not None and cases:
+        forbidden = frozenset(known) if recorded(1) <= frozenset(known) else None
+    if forbidden is None:
+        forbidden = recorded(len(cases))
     if not guards.watches_ops(ctx.ops):
         forbidden = frozenset()
     with poison_allocations():  # its first use, too, belongs before the Sentinel
-        task.make_inputs(task.cases(ctx.check_suite)[0], ctx.seed, ctx.tensor_device)
+        task.make_inputs(cases[0], ctx.seed, ctx.tensor_device)
     return forbidden
+
+
+def _import_toolchain() -> None:
+    """torch, Triton and the stage modules imported: no GPU is touched (CUDA starts at its first use)."""
+    import importlib
+
+    for name in ("torch", "triton", "triton.language", "avo.tasks", "avo.evaluate.guards",
+                 "avo.evaluate.worker.check", "avo.evaluate.worker.bench", "avo.evaluate.worker.precompile"):
+        importlib.import_module(name)
 
 
 def _warm_toolchain(ctx: Context) -> None:
@@ -160,10 +221,11 @@ def _warm_toolchain(ctx: Context) -> None:
         pass
 
 
-def _compile_pool(ctx: Context, cands: list[Candidate]) -> Any:
+def _compile_pool(ctx: Context) -> Any:
+    """Started before the candidates are known: a CUDA C++ candidate leaves it unused (compile_candidate)."""
     from avo.evaluate.worker import precompile
 
-    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True) and not all(c.cuda for c in cands)
+    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True)
     return precompile.pool_for(ctx.task) if wanted else None
 
 

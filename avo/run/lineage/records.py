@@ -77,7 +77,7 @@ def record_for(cid: str, parent: str | None, result: EvalResult, model: str, rat
             "fitness": result.fitness, "suspicious": result.suspicious,
             "suspicious_reason": result.suspicious_reason, "timing_source": result.timing_source,
             "device": result.device, "gpu": result.gpu, "library": result.library, "seed": result.seed,
-            "cases": cases,
+            "worker": result.worker, "node": result.node, "cases": cases,
         },
     }
 

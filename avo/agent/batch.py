@@ -1,0 +1,173 @@
+"""A model response's tool calls, with its `evaluate` calls scored at once when the evaluator has several workers.
+
+Each `evaluate` scores the workspace as it is at that call: its files are copied aside and handed to the pool
+(evaluate/pool.py), and the calls after it run on. Results are filed in call order, one at a time, exactly as one
+`evaluate` after another would be: committed, then decided (noise-aware, a new best confirmed side by side with the
+old one), so the lineage stays ordered and a best is never the winner of a race between workers. A candidate's
+parent is what it would be one call at a time: the candidate the workspace came from at that call (the previous
+`evaluate` of the response, or the candidate a `checkout` brought back). Tools that only touch the workspace or the
+notes, and `checkout` of a committed candidate id, run while evaluations are in flight; any other tool first waits
+for them (it may read the lineage or the best), and so does a budget check that would otherwise end the run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from avo.util import procs
+from avo.agent.acceptance import answer_duplicate, file_result
+from avo.agent.models.base import ToolCall, ToolResult
+from avo.agent.stops import StopRun
+from avo.agent.tools.base import ToolError
+from avo.errors import UserError
+
+OVERLAPPING = {"read_file", "write_file", "edit_file", "list_files", "note"}
+"""Tools that may run while evaluations are in flight: they touch only the workspace or the notes."""
+CID = re.compile(r"c\d{4,}")
+
+
+def run_calls(agent, calls: list[ToolCall]) -> list[ToolResult]:
+    """The results of a turn's calls, in call order."""
+    evaluator = agent.ctx.evaluator
+    parallel = getattr(evaluator, "size", 1) > 1 and hasattr(evaluator, "submit")
+    if not parallel or sum(c.name == "evaluate" for c in calls) < 2:
+        results = []
+        for call in calls:
+            agent.check_budget()
+            results.append(agent.execute(call))
+        return results
+    return Batch(agent).run(calls)
+
+
+@dataclass
+class Pending:
+    index: int
+    call: ToolCall
+    rationale: str
+    folder: Path
+    scratch: Any
+    parent: str | int | None
+    """A candidate id, or the position in the batch of the evaluation whose candidate it follows."""
+    duplicate_of: str | int | None = None
+    future: Any = None
+    cid: str | None = None
+
+
+class Batch:
+    def __init__(self, agent):
+        self.agent, self.ctx = agent, agent.ctx
+        self.pending: list[Pending] = []
+        self.follows: int | None = None
+        """The batch position whose candidate the workspace comes from now (None: `ctx.state.parent`)."""
+
+    def run(self, calls: list[ToolCall]) -> list[ToolResult]:
+        results: list[ToolResult | None] = [None] * len(calls)
+        for i, call in enumerate(calls):
+            if call.name == "evaluate" and call.raw_arguments is None:
+                self.check_budget(results, extra=1)
+                results[i] = self.submit(i, call)
+                continue
+            if self.pending and not self.overlaps(call):
+                self.drain(results)
+            self.check_budget(results)
+            results[i] = self.agent.execute(call)
+            if call.name == "checkout" and not results[i].is_error:
+                self.follows = None
+        self.drain(results)
+        return results
+
+    def check_budget(self, results: list, extra: int = 0) -> None:
+        """The loop's budget check, counting the candidates in flight; evaluations in flight are filed before a
+        stop ends the run."""
+        limit = self.agent.budget.max_candidates
+        try:
+            if limit is not None and self.ctx.state.candidates + self.in_flight() + extra > limit:
+                raise _Full
+            self.agent.check_budget()
+        except (StopRun, _Full):
+            self.drain(results)
+            self.agent.check_budget()
+
+    def in_flight(self) -> int:
+        return sum(p.duplicate_of is None for p in self.pending)
+
+    def overlaps(self, call: ToolCall) -> bool:
+        if call.name in OVERLAPPING:
+            return True
+        cid = str(call.arguments.get("cid", "")) if call.name == "checkout" else ""
+        return bool(CID.fullmatch(cid)) and cid in self.ctx.lineage.cids()
+
+    def submit(self, index: int, call: ToolCall) -> ToolResult | None:
+        from avo.agent.tools.evaluate import EvaluateArgs
+        from avo.run.lineage.records import content_hash
+
+        try:
+            args = EvaluateArgs.model_validate(call.arguments)
+        except ValidationError:
+            return self.agent.execute(call)  # answered at once with the error, as one call at a time
+        self.agent.record("tool_call", id=call.id, name=call.name, arguments=call.arguments,
+                          raw_arguments=call.raw_arguments)
+        scratch = procs.temp_dir("candidate")
+        folder = Path(scratch.name) / "candidate"
+        shutil.copytree(self.ctx.workspace, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        parent = self.follows if self.follows is not None else self.ctx.state.parent
+        pending = Pending(index, call, args.rationale, folder, scratch, parent)
+        pending.duplicate_of = self.ctx.lineage.find_duplicate(folder)
+        if pending.duplicate_of is None:
+            content = content_hash(folder)
+            pending.duplicate_of = next((k for k, p in enumerate(self.pending)
+                                         if p.duplicate_of is None and content_hash(p.folder) == content), None)
+        if pending.duplicate_of is None:
+            pending.future = self.ctx.evaluator.submit(folder)
+        self.pending.append(pending)
+        self.follows = len(self.pending) - 1
+        return None
+
+    def drain(self, results: list) -> None:
+        """File every evaluation in flight, in call order."""
+        if not self.pending:
+            return
+        workspace_parent = self.ctx.state.parent if self.follows is None else None
+        for p in self.pending:
+            results[p.index] = self.finish(p)
+        if workspace_parent is None:
+            workspace_parent = self.pending[self.follows].cid if self.follows is not None else None
+        self.ctx.state.parent = workspace_parent or self.ctx.state.parent
+        self.pending, self.follows = [], None
+
+    def finish(self, p: Pending) -> ToolResult:
+        ctx, data, error = self.ctx, None, True
+        try:
+            if p.duplicate_of is not None:
+                p.cid = self.resolve(p.duplicate_of)
+                content, data = answer_duplicate(ctx, p.cid)
+            else:
+                result = p.future.result()
+                content, data = file_result(ctx, p.folder, self.resolve(p.parent), p.rationale, result)
+                p.cid = data["cid"]
+            error = False
+        except (ToolError, UserError) as exc:
+            content = f"evaluate failed: {exc}"
+        except Exception as exc:  # a bug must not end a week-long run; the transcript keeps the trace
+            content = f"evaluate failed with an internal error: {type(exc).__name__}: {exc}"
+            data = {"traceback": traceback.format_exc(limit=8)}
+        finally:
+            p.scratch.cleanup()
+        result = ToolResult(call_id=p.call.id, name=p.call.name, content=content, is_error=error, data=data)
+        self.agent.record("tool_result", id=p.call.id, name=p.call.name, content=content, is_error=error, data=data,
+                          workspace_parent=ctx.state.parent, **self.agent.progress())
+        return result
+
+    def resolve(self, ref: str | int | None) -> str | None:
+        return self.pending[ref].cid if isinstance(ref, int) else ref
+
+
+class _Full(Exception):
+    """The candidate budget would be passed by one more evaluation in flight."""

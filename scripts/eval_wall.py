@@ -1,0 +1,108 @@
+"""Per-candidate evaluation wall time of a seed, median of N, the way `avo evolve` scores candidates before and
+after the pool's prepared workers (evaluate/worker_process.py) and the reference's ops passed on between workers.
+
+Every candidate is the seed with a comment added inside its first jitted function, so Triton has never compiled it
+(as every new candidate of a run). Three ways, each on fresh evaluators:
+  cold          harness.Evaluator without prewarm, nothing passed on: each evaluation starts, imports and records
+                the reference's ops itself (avo before the pool);
+  back-to-back  the run's pool (one worker): the next candidate is handed over as soon as the previous result is
+                in, as the heuristic agent does, so it may wait for the prepared worker's set-up;
+  ready         the run's pool, the next candidate handed over once the prepared worker is set up (a model that
+                thinks for some seconds between evaluations).
+
+  python3 scripts/eval_wall.py attention kernels/attention/triton_fa2 --runs 5 --json out.json
+  python3 scripts/eval_wall.py gemm kernels/gemm/triton_tiled --device interpret     # a dry run on the CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+JIT = re.compile(r"(@triton\.jit[^\n]*\ndef \w+\()")
+
+
+def fresh_copies(seed: Path, count: int, root: Path) -> list[Path]:
+    source = (seed / "kernel.py").read_text()
+    if not JIT.search(source):
+        raise SystemExit(f"{seed}/kernel.py has no @triton.jit function to make new to Triton's cache")
+    folders = []
+    for i in range(count):
+        folder = root / f"c{i}"
+        folder.mkdir(parents=True)
+        for path in seed.iterdir():
+            if path.is_file():
+                (folder / path.name).write_bytes(path.read_bytes())
+        marked = JIT.sub(lambda m: f"{m.group(1)}  # new to Triton's cache: {time.time_ns()} {i}\n    ", source, 1)
+        (folder / "kernel.py").write_text(marked)
+        folders.append(folder)
+    return folders
+
+
+def measure(mode: str, args, folders: list[Path]) -> list[dict]:
+    from avo.config import EvalConfig, PoolConfig
+    from avo.evaluate.harness import Evaluator
+    from avo.evaluate.pool import make_pool
+    from avo.gpus import resolve
+
+    gpu, config = resolve("auto", args.device), EvalConfig()
+    if mode == "cold":
+        scorer, slot = Evaluator(args.task, device=args.device, gpu=gpu, config=config), None
+    else:
+        scorer = make_pool(args.task, device=args.device, gpu=gpu, config=config, pool=PoolConfig())
+        slot = scorer.slots[0]
+    rows = []
+    try:
+        for folder in folders:
+            if mode == "ready":
+                while slot._spare is None:
+                    time.sleep(0.05)
+                slot._spare.ready(600)
+            began = time.monotonic()
+            result = scorer.evaluate(folder)
+            rows.append({"mode": mode, "wall_s": round(time.monotonic() - began, 3), "status": result.status,
+                         "fitness": result.fitness, "stage_s": result.stage_s, "message": result.message[:300]})
+            print(f"{mode:12s} {folder.name}: {rows[-1]['wall_s']:6.1f} s  {result.status} fitness "
+                  f"{result.fitness:.4f}  setup {result.stage_s.get('setup', 0):.1f} waited "
+                  f"{result.stage_s.get('waited', '-')} compile {result.stage_s.get('compile', 0):.1f} check "
+                  f"{result.stage_s.get('check', 0):.1f} bench {result.stage_s.get('bench', 0):.1f}", flush=True)
+    finally:
+        scorer.close() if hasattr(scorer, "close") else None
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task")
+    parser.add_argument("seed", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--modes", default="cold,back-to-back,ready")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    summary, rows = {}, []
+    with tempfile.TemporaryDirectory(prefix="avo-evalwall-") as tmp:
+        for mode in args.modes.split(","):
+            measured = measure(mode, args, fresh_copies(args.seed, args.runs, Path(tmp) / mode))
+            rows += measured
+            walls = [r["wall_s"] for r in measured if r["status"] == "correct"]
+            fitness = [r["fitness"] for r in measured if r["status"] == "correct"]
+            summary[mode] = {"median_wall_s": statistics.median(walls) if walls else None, "walls": walls,
+                             "fitness": fitness, "correct": len(walls), "of": len(measured)}
+    print(json.dumps({"task": args.task, "seed": str(args.seed), "device": args.device, "summary": summary},
+                     indent=1))
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Several `evaluate` calls in one model response, on a pool of two workers: scored at once, filed in call order.
+
+The real session, loop, tools, lineage and pool (evaluate/pool.py); only the slots are fakes that score instantly after
+a delay the kernel asks for (`DELAY = 0.8`), so the order in which they finish can be chosen."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_fakes import SEED_SOURCE, FakeEvaluator, fake_session
+from agent_fakes import evolve as run_session
+from agent_loopback import Loopback, anthropic_turn, sequence
+from avo.evaluate.pool import EvalPool
+from avo.run.directory import Run
+
+
+class FakeSlot(FakeEvaluator):
+    """A worker of the pool: sleeps as long as its kernel's DELAY says, then scores like FakeEvaluator."""
+
+    def __init__(self, label: str, log: list):
+        super().__init__()
+        self.worker, self.log = label, log
+
+    def warm(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def _score(self, folder: Path, confirming: bool = False):
+        source = (folder / "kernel.py").read_text()
+        found = re.search(r"^DELAY = ([0-9.]+)", source, re.M)
+        time.sleep(float(found.group(1)) if found else 0.05)
+        speed = re.search(r"^SPEED = ([0-9.]+)", source, re.M).group(1)
+        self.log.append((time.monotonic(), self.worker, "confirm" if confirming else "evaluate", speed))
+        result = super()._score(folder, confirming)
+        result.worker = self.worker
+        return result
+
+
+@pytest.fixture
+def pool(tmp_path, monkeypatch):
+    log: list = []
+    made = EvalPool([FakeSlot("cpu 0", log), FakeSlot("cpu 1", log)])
+    made.log = log
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
+    return made
+
+
+def kernel(speed: float, delay: float = 0.05) -> str:
+    return SEED_SOURCE.replace("SPEED = 1.0", f"SPEED = {speed}") + f"DELAY = {delay}\n"
+
+
+def evolve(tmp_path, pool, script, max_candidates: int) -> tuple[int, Run, Loopback]:
+    """`avo evolve --agent anthropic` on the fake task, its evaluations on `pool`, the model a loopback server."""
+    with Loopback(sequence(script)) as server:
+        import os
+
+        os.environ["ANTHROPIC_BASE_URL"] = server.url
+        try:
+            session, run, lines = fake_session(tmp_path, evaluator=pool, flags={
+                "agent.kind": "anthropic", "budget.max_candidates": max_candidates})
+            outcome = run_session(session, run, lines)
+        finally:
+            del os.environ["ANTHROPIC_BASE_URL"]
+    return outcome.code, Run.open("latest", tmp_path / "runs"), server
+
+
+def write(content: str):
+    return ("write_file", {"path": "kernel.py", "content": content})
+
+
+def evaluate(why: str):
+    return ("evaluate", {"rationale": why})
+
+
+def results_of(server, request: int) -> list[dict]:
+    return [b for m in server.requests[request]["body"]["messages"] if m["role"] == "user"
+            and isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+
+
+def text_of(block: dict) -> str:
+    content = block["content"]
+    return content if isinstance(content, str) else " ".join(part.get("text", "") for part in content)
+
+
+def test_two_evaluations_run_at_once_and_are_filed_in_call_order(tmp_path, pool):
+    """The first is the slower: it finishes last and is still committed first, with the second as its child."""
+    script = [anthropic_turn(write(kernel(1.5, delay=1.2)), evaluate("slow one"), write(kernel(2.0, delay=0.2)),
+                             evaluate("quick one")), anthropic_turn(text="done")]
+    code, run, _ = evolve(tmp_path, pool, script, 2)
+    assert code == 0
+    lineage = run.lineage
+    first, second = lineage.info("c0001"), lineage.info("c0002")
+    assert (first.rationale, second.rationale) == ("slow one", "quick one")
+    assert (first.parent, second.parent) == ("c0000", "c0001")
+    finished = [(speed, worker) for _, worker, kind, speed in pool.log if kind == "evaluate"][1:]  # after the seed
+    # called second, finished first: it started before the slow one was done
+    assert [speed for speed, _ in finished] == ["2.0", "1.5"], finished
+    assert {worker for _, worker in finished} == {"cpu 0", "cpu 1"}, "each worker scored one"
+    assert lineage.best == "c0002" and run.load_eval("c0002").worker in ("cpu 0", "cpu 1")
+
+
+def test_a_checkout_between_them_makes_them_siblings(tmp_path, pool):
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), ("checkout", {"cid": "c0000"}),
+                             write(kernel(0.5)), evaluate("b")), anthropic_turn(text="done")]
+    code, run, _ = evolve(tmp_path, pool, script, 2)
+    assert code == 0
+    assert (run.lineage.info("c0001").parent, run.lineage.info("c0002").parent) == ("c0000", "c0000")
+
+
+def test_the_same_source_twice_in_one_response_is_scored_once(tmp_path, pool):
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), ("list_files", {}), evaluate("a again")),
+              anthropic_turn(text="done")]
+    code, run, server = evolve(tmp_path, pool, script, 5)
+    assert len(run.lineage) == 2  # the baseline and one candidate
+    assert "byte-identical to c0001" in text_of(results_of(server, 1)[-1])
+
+
+def test_a_tool_that_reads_the_lineage_waits_for_the_evaluations_before_it(tmp_path, pool):
+    script = [anthropic_turn(write(kernel(1.5, delay=0.5)), evaluate("a"), ("lineage", {"limit": 5}),
+                             write(kernel(2.0)), evaluate("b")), anthropic_turn(text="done")]
+    code, run, server = evolve(tmp_path, pool, script, 5)
+    listing = text_of(results_of(server, 1)[2])
+    assert "c0001" in listing and "c0002" not in listing, listing
+
+
+def test_the_candidate_budget_counts_the_evaluations_in_flight(tmp_path, pool):
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), write(kernel(2.0)), evaluate("b"),
+                             write(kernel(2.5)), evaluate("c")), anthropic_turn(text="done")]
+    code, run, _ = evolve(tmp_path, pool, script, 2)
+    assert code == 0 and len(run.lineage) == 3
+    assert "candidate budget of 2 spent" in run.events()[-1]["reason"]

@@ -1,0 +1,119 @@
+"""The evaluation pool (evaluate/pool.py) with real interpreter workers: several candidates at once, a worker killed
+mid-evaluation, and the `--gpus` / `--workers` choices refused in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from avo.config import EvalConfig, PoolConfig
+from avo.errors import UserError
+from avo.evaluate.pool import choose_gpus, make_pool
+from avo.gpus import PROFILES
+
+KERNELS = Path(__file__).parent / "kernels"
+H200 = PROFILES["h200"]
+
+
+def pool_of(workers: int, prewarm: bool = True, **settings):
+    config = EvalConfig(**({"check_suite": "tiny", "seed": 3} | settings))
+    return make_pool("gemm", device="interpret", gpu=H200, config=config,
+                     pool=PoolConfig(workers=workers, prewarm=prewarm))
+
+
+def timed(workers: int, count: int) -> tuple[float, list]:
+    """Whole evaluations (start-up, set-up, check, interpreter timing) on a pool of its own, none prepared ahead: a
+    worker preparing its next process would take CPU from the other one's evaluation on this 2-core machine."""
+    pool = pool_of(workers, prewarm=False)
+    try:
+        began = time.monotonic()
+        futures = [pool.submit(KERNELS / "good_gemm") for _ in range(count)]
+        results = [f.result() for f in futures]
+        return time.monotonic() - began, results
+    finally:
+        pool.close()
+
+
+def test_a_pool_of_two_scores_two_candidates_in_well_under_twice_the_time_of_one():
+    alone, [single] = timed(1, 1)
+    together, pair = timed(2, 2)
+    assert single.status == "correct" and all(r.status == "correct" for r in pair), [r.message for r in pair]
+    assert single.worker == "cpu 0" and {r.worker for r in pair} == {"cpu 0", "cpu 1"}
+    assert together < 1.5 * alone, f"two at once took {together:.2f} s, one alone {alone:.2f} s"
+
+
+def workers_past_import() -> list[int]:
+    """Evaluation workers of this process that have started on a candidate's cases (progress past import)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            progress = (Path(os.readlink(entry / "cwd")).parent / "progress").read_text()
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        marks = [line.split("\t")[0] for line in progress.splitlines()]
+        if ppid == os.getpid() and "avo.evaluate.worker" in cmdline and marks and marks[-1] in ("compile", "check"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_killed_mid_evaluation_is_a_crash_and_the_pool_goes_on():
+    pool = pool_of(2, bench_suite="", check_timeout_s=120.0)
+    try:
+        hung = pool.submit(KERNELS / "endless_loop")
+        deadline = time.monotonic() + 90
+        while not (pids := workers_past_import()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(pids) == 1, "the endless loop never reached its first case"
+        good = pool.submit(KERNELS / "good_gemm")  # on the other worker, while the first one spins
+        time.sleep(0.5)
+        os.kill(pids[0], signal.SIGKILL)
+        crashed = hung.result(timeout=60)
+        assert good.result(timeout=90).status == "correct"
+        after = pool.evaluate(KERNELS / "good_gemm")
+    finally:
+        pool.close()
+    assert (crashed.status, crashed.rule) == ("crash", "crash"), crashed.message
+    assert "killed by SIGKILL during stage compile" in crashed.message and crashed.worker.startswith("cpu ")
+    assert after.status == "correct", after.message
+
+
+def test_gpus_are_chosen_by_position_among_the_visible_ones():
+    visible = ["0", "1", "2", "3"]
+    assert choose_gpus("all", visible) == visible
+    assert choose_gpus("0, 2", visible) == ["0", "2"]
+    assert choose_gpus("1,0", ["5", "7"]) == ["7", "5"]  # CUDA_VISIBLE_DEVICES=5,7: the names a worker is given
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("0,,1", "GPU indices separated by commas"), ("first", "GPU indices separated by commas"),
+    ("1,1", "names a GPU twice"), ("4", "there is no GPU 4; this machine shows 4 (0-3)"), ("-1", "separated"),
+])
+def test_a_bad_gpu_list_is_one_line(text, phrase):
+    with pytest.raises(UserError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
+        choose_gpus(text, ["0", "1", "2", "3"])
+
+
+def test_no_gpu_at_all_says_what_to_do_instead():
+    with pytest.raises(UserError, match="no NVIDIA GPU found.*--device interpret --workers N"):
+        choose_gpus("all", [])
+
+
+@pytest.mark.parametrize("device, settings, phrase", [
+    ("interpret", {"gpus": "0,1"}, "use --workers N"),
+    ("cuda", {"workers": 4}, "--gpus 0,1,2,3 or --gpus all"),
+    ("interpret", {"cluster": "ray", "gpus": "all"}, "leave --gpus out"),
+])
+def test_flags_that_do_not_go_together_are_refused(device, settings, phrase):
+    from avo.cluster import make_pool as run_pool  # the run's pool: the cluster's with --cluster, else this one
+
+    with pytest.raises(UserError, match=phrase):
+        run_pool("gemm", device=device, gpu=H200, config=EvalConfig(), pool=PoolConfig(**settings))

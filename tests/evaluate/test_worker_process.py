@@ -1,0 +1,88 @@
+"""Workers started ahead of their request (`Evaluator(prewarm=True)`), and what one worker passes on to the next
+(the reference's ops): faster, never shared, and no check weaker for it. Under the Triton interpreter."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from avo.config import EvalConfig
+from avo.evaluate.harness import Evaluator
+from avo.gpus import PROFILES
+
+KERNELS = Path(__file__).parent / "kernels"
+CHEATS = Path(__file__).parent / "cheats"
+H200 = PROFILES["h200"]
+
+
+def evaluator(**kwargs) -> Evaluator:
+    config = EvalConfig(check_suite="tiny", bench_suite="", seed=11)
+    return Evaluator("gemm", device="interpret", gpu=H200, config=config, **kwargs)
+
+
+def wait_until_set_up(ev: Evaluator, timeout_s: float = 60.0) -> None:
+    assert ev._spare is not None and ev._spare.ready(timeout_s), "the prepared worker never finished its set-up"
+
+
+def test_a_prepared_worker_scores_the_next_candidate_without_the_set_up(tmp_path):
+    ev = evaluator(prewarm=True, worker="cpu 0", node="here")
+    try:
+        first = ev.evaluate(KERNELS / "good_gemm")
+        assert first.status == "correct", first.message
+        assert (first.worker, first.node) == ("cpu 0", "here")
+        assert ev.known.get("forbidden") and "mm" in ev.known["forbidden"], ev.known
+        assert ev.setup()["forbidden"] == ev.known["forbidden"], "later workers are told the ops recorded"
+        spare = ev._spare
+        assert spare is not None and spare.alive()
+        wait_until_set_up(ev)
+        second = ev.evaluate(KERNELS / "good_gemm")
+        assert second.status == "correct", second.message
+        assert not spare.alive() and not spare.path.exists(), "a worker is used once and its folder removed"
+        assert ev._spare is not None and ev._spare is not spare, "the next one is a new process"
+    finally:
+        ev.close()
+    assert second.stage_s["waited"] < 0.3, second.stage_s
+    assert second.wall_s < first.wall_s - 0.5, (first.wall_s, second.wall_s)
+
+
+def test_a_prepared_worker_that_died_while_waiting_is_replaced():
+    ev = evaluator(prewarm=True)
+    try:
+        ev.warm()
+        os.kill(ev._spare.proc.pid, 9)
+        ev._spare.proc.wait()
+        result = ev.evaluate(KERNELS / "good_gemm")
+        assert result.status == "correct", result.message
+    finally:
+        ev.close()
+
+
+def test_close_ends_the_prepared_worker_and_removes_its_folder():
+    ev = evaluator(prewarm=True)
+    ev.warm()
+    spare = ev._spare
+    ev.close()
+    assert not spare.alive() and not spare.path.exists()
+
+
+def test_the_ops_passed_on_still_reject_a_library_call_reached_at_run_time(tmp_path):
+    """The second evaluation uses the reference's ops the first recorded; a library call through a name built at
+    run time (which the static guard cannot resolve) is still caught by the op recorder."""
+    ev = evaluator()
+    assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+    assert "mm" in ev.known["forbidden"]
+    folder = tmp_path / "cheat"
+    shutil.copytree(CHEATS / "library_dynamic_name", folder)
+    result = ev.evaluate(folder)
+    assert (result.status, result.rule) == ("rejected", "runtime.library_op"), result.message
+
+
+def test_ops_passed_on_that_miss_what_the_reference_does_are_recorded_again(tmp_path):
+    """Were the passed-on set wrong (another library build, or tampered with), the first check case's ops would not
+    be in it, and the worker records the reference over every case itself."""
+    ev = evaluator(known={"forbidden": []})
+    folder = tmp_path / "cheat"
+    shutil.copytree(CHEATS / "library_dynamic_name", folder)
+    result = ev.evaluate(folder)
+    assert (result.status, result.rule) == ("rejected", "runtime.library_op"), result.message
