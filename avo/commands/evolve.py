@@ -14,14 +14,15 @@ from avo.errors import UserError
 def evolve(*, overrides: dict, config_file: str | None, resume: str | None, quiet: bool, out=None,
            ops: str | None = None, run_id: str | None = None) -> int:
     """The command's work: settle the configuration, wire the session, drive it, say how it ended."""
-    from avo.agent.session import Session, settle
+    from avo.agent.session import Session, closing, settle
 
     out = out or sys.stdout
     say = lambda line: print(line, file=out, flush=True)  # noqa: E731
     settled = settle(overrides, config_file, resume, ops)
     session = Session.from_config(settled.config, settled.gpu, resuming=settled.run is not None, say=say)
-    run = session.open(settled.run, run_id=run_id)
-    reason = session.drive(run, quiet=quiet, out=out)
+    with closing(session.evaluator):  # its workers start setting up at once: they go even if no run opens
+        run = session.open(settled.run, run_id=run_id)
+        reason = session.drive(run, quiet=quiet, out=out)
     return summarize(run, reason, session.config.runs_dir, say)
 
 

@@ -4,6 +4,8 @@ test_loop.py; the task and the evaluator here are fast fakes (see test_evolve_ge
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agent_fakes import SEED_SOURCE, evolve, fake_session
@@ -124,6 +126,27 @@ def test_refused_in_one_line_before_any_run_exists(tmp_path, capsys, case):
     flag = {"hours nan": "--hours", "hours inf": "--hours", "max-cost -1": "--max-cost",
             "config is a folder": "--config", "runs-dir is a file": "--runs-dir"}.get(case)
     assert flag is None or flag in err
+    time.sleep(0.5)  # a pool's workers are started from its threads
+    assert not worker_children(), "a refused run left its prepared evaluation workers running"
+
+
+def worker_children() -> list[int]:
+    """Evaluation worker processes whose parent is this test process."""
+    import os
+
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            status = open(f"/proc/{entry.name}/status").read()
+        except OSError:
+            continue
+        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if ppid == os.getpid() and "avo.evaluate.worker" in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 def test_a_read_only_runs_dir_refuses_evolve_and_resume_in_one_line(tmp_path, capsys):
