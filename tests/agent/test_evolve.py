@@ -11,6 +11,7 @@ import pytest
 from agent_fakes import SEED_SOURCE, evolve, fake_session
 from agent_loopback import Loopback, anthropic_turn, openai_turn, sequence
 from read_only import read_only_tree
+from worker_procs import evaluation_workers
 from avo.cli import main
 
 SECRET = "sk-ant-test-0123456789-secret"
@@ -127,26 +128,7 @@ def test_refused_in_one_line_before_any_run_exists(tmp_path, capsys, case):
             "config is a folder": "--config", "runs-dir is a file": "--runs-dir"}.get(case)
     assert flag is None or flag in err
     time.sleep(0.5)  # a pool's workers are started from its threads
-    assert not worker_children(), "a refused run left its prepared evaluation workers running"
-
-
-def worker_children() -> list[int]:
-    """Evaluation worker processes whose parent is this test process."""
-    import os
-
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-            status = open(f"/proc/{entry.name}/status").read()
-        except OSError:
-            continue
-        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        if ppid == os.getpid() and "avo.evaluate.worker" in cmdline:
-            found.append(int(entry.name))
-    return found
+    assert not evaluation_workers(), "a refused run left its prepared evaluation workers running"
 
 
 def test_a_read_only_runs_dir_refuses_evolve_and_resume_in_one_line(tmp_path, capsys):

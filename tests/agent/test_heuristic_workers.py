@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from worker_procs import evaluation_workers, parent_of
 from avo.run.directory import Run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,19 +90,7 @@ def _kill_first_worker_after_the_baseline(proc: subprocess.Popen, runs: Path, ki
 
 def _workers_scoring(parent: int) -> list[int]:
     """Evaluation workers of `parent` that have begun on a candidate's cases."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            marks = (Path(os.readlink(entry / "cwd")).parent / "progress").read_text().splitlines()
-        except (OSError, ValueError):
-            continue
-        ppid = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), "")
-        if ppid == str(parent) and "avo.evaluate.worker" in cmdline and marks \
-                and marks[-1].split("\t")[0] in ("compile", "check"):
-            found.append(int(entry.name))
-    return found
+    return evaluation_workers(lambda pid: parent_of(pid) == parent, scoring=True)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from pathlib import Path
 import needs
 import pytest
 
+from worker_procs import evaluation_workers, parent_of
 from avo.cluster.ray import connect
 from avo.errors import UserError
 
@@ -102,15 +103,10 @@ def test_the_same_evolve_runs_on_a_local_ray_cluster(cluster, tmp_path):
     assert sorted(rows(tmp_path / "ray", tmp_path / "a")) == sorted(rows(tmp_path / "local", tmp_path / "b"))
 
 
-def _parent(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-
-
 def _descends_from_this_test(pid: int) -> bool:
     """This process started the cluster's raylet, which started the actor, which started the worker."""
     for _ in range(8):
-        pid = _parent(pid)
+        pid = parent_of(pid)
         if pid == os.getpid():
             return True
         if pid <= 1:
@@ -121,17 +117,7 @@ def _descends_from_this_test(pid: int) -> bool:
 def _scoring_workers() -> list[int]:
     """Evaluation workers under this test's cluster that have begun on a candidate's cases (the machine may run
     other evaluations)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            marks = (Path(os.readlink(entry / "cwd")).parent / "progress").read_text().splitlines()
-            mine = "avo.evaluate.worker" in cmdline and _descends_from_this_test(int(entry.name))
-        except (OSError, ValueError, StopIteration):
-            continue
-        if mine and marks and marks[-1].split("\t")[0] in ("compile", "check"):
-            found.append(int(entry.name))
-    return found
+    return evaluation_workers(_descends_from_this_test, scoring=True)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from worker_procs import evaluation_workers
 from avo.config import EvalConfig, PoolConfig
 from avo.errors import UserError
 from avo.evaluate.pool import choose_gpus, make_pool
@@ -47,22 +48,7 @@ def test_a_pool_of_two_scores_two_candidates_in_well_under_twice_the_time_of_one
 
 
 def workers_past_import() -> list[int]:
-    """Evaluation workers of this process that have started on a candidate's cases (progress past import)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            progress = (Path(os.readlink(entry / "cwd")).parent / "progress").read_text()
-        except OSError:
-            continue
-        ppid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        marks = [line.split("\t")[0] for line in progress.splitlines()]
-        if ppid == os.getpid() and "avo.evaluate.worker" in cmdline and marks and marks[-1] in ("compile", "check"):
-            found.append(int(entry.name))
-    return found
+    return evaluation_workers(scoring=True)
 
 
 def test_a_worker_killed_mid_evaluation_is_a_crash_and_the_pool_goes_on():
