@@ -36,6 +36,11 @@ class EvalConfig(_Strict):
     """Limit for the timing stage (the `bench` suite, library timed alongside)."""
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    """Timed device time per contender and case, over at most 5 rounds (evaluate/worker/timing.py)."""
+    min_rounds: int = Field(default=3, ge=2, le=5)
+    target_error: float = Field(default=0.003, ge=0.0)
+    """Timing of a case ends after `min_rounds` rounds once every candidate's speedup over the library has a
+    relative standard error (from the per-round ratios) of at most this; 0 always times all 5 rounds."""
     launch_shield_us: float = Field(default=50.0, ge=0.0)
     """Device spin before each timed call's start event, so host launch work is not timed
     (evaluate/worker/timing.py)."""

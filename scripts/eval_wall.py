@@ -2,9 +2,11 @@
 after the pool's prepared workers (evaluate/worker_process.py) and the reference's ops passed on between workers.
 
 Every candidate is the seed with a comment added inside its first jitted function, so Triton has never compiled it
-(as every new candidate of a run). Three ways, each on fresh evaluators:
+(as every new candidate of a run). Four ways, each on fresh evaluators:
+  before        as `cold`, every case timed for all five rounds (target_error 0): avo before the pool and before
+                a steady case could end its timing early;
   cold          harness.Evaluator without prewarm, nothing passed on: each evaluation starts, imports and records
-                the reference's ops itself (avo before the pool);
+                the reference's ops itself;
   back-to-back  the run's pool (one worker): the next candidate is handed over as soon as the previous result is
                 in, as the heuristic agent does, so it may wait for the prepared worker's set-up;
   ready         the run's pool, the next candidate handed over once the prepared worker is set up (a model that
@@ -54,8 +56,8 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
     from avo.evaluate.pool import make_pool
     from avo.gpus import resolve
 
-    gpu, config = resolve("auto", args.device), EvalConfig()
-    if mode == "cold":
+    gpu, config = resolve("auto", args.device), EvalConfig(**({"target_error": 0.0} if mode == "before" else {}))
+    if mode in ("before", "cold"):
         scorer, slot = Evaluator(args.task, device=args.device, gpu=gpu, config=config), None
     else:
         scorer = make_pool(args.task, device=args.device, gpu=gpu, config=config, pool=PoolConfig())
@@ -70,7 +72,9 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
             began = time.monotonic()
             result = scorer.evaluate(folder)
             rows.append({"mode": mode, "wall_s": round(time.monotonic() - began, 3), "status": result.status,
-                         "fitness": result.fitness, "stage_s": result.stage_s, "message": result.message[:300]})
+                         "fitness": result.fitness, "stage_s": result.stage_s, "message": result.message[:300],
+                         "rounds": [c.rounds for c in result.bench_cases()],
+                         "speedup_error": [c.speedup_error for c in result.bench_cases()]})
             print(f"{mode:12s} {folder.name}: {rows[-1]['wall_s']:6.1f} s  {result.status} fitness "
                   f"{result.fitness:.4f}  setup {result.stage_s.get('setup', 0):.1f} waited "
                   f"{result.stage_s.get('waited', '-')} compile {result.stage_s.get('compile', 0):.1f} check "
@@ -86,7 +90,7 @@ def main() -> None:
     parser.add_argument("seed", type=Path)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--modes", default="cold,back-to-back,ready")
+    parser.add_argument("--modes", default="before,cold,back-to-back,ready")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     summary, rows = {}, []

@@ -148,15 +148,17 @@ step_kernelbench_evolve() {
   done
 }
 
-# Per-candidate evaluation wall time, median of 5, of candidates new to Triton's cache (scripts/eval_wall.py): cold
-# (each worker starts and sets up on its own, as before the pool), back-to-back (the heuristic agent's pace) and
+# Per-candidate evaluation wall time, median of 5, of candidates new to Triton's cache (scripts/eval_wall.py): before
+# (as avo scored them before the pool and the early end of steady cases), cold (each worker starts and sets up on its
+# own), back-to-back (the heuristic agent's pace) and
 # ready (the prepared worker set up before the candidate arrives), with each one's fitness.
 # EVALWALL: space-separated TASK|SEED pairs (default: the attention and GEMM seeds).
 step_evalwall() {
   local pair task
   for pair in ${EVALWALL:-attention|kernels/attention/triton_fa2 gemm|kernels/gemm/triton_tiled}; do
     task=${pair%%|*}
-    python3 scripts/eval_wall.py "$task" "${pair#*|}" --runs "${EVALWALL_RUNS:-5}" --json "$OUT/evalwall-$task.json" \
+    python3 scripts/eval_wall.py "$task" "${pair#*|}" --runs "${EVALWALL_RUNS:-5}" \
+      --modes "${EVALWALL_MODES:-before,cold,back-to-back,ready}" --json "$OUT/evalwall-$task.json" \
       2>&1 | tee "$OUT/evalwall-$task.txt" | grep -v '^ \{3,\}'
   done
 }

@@ -32,6 +32,10 @@ class CaseResult(BaseModel):
     ms_error: float | None = None
     """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
     library_ms_error: float | None = None
+    speedup_error: float | None = None
+    """Relative standard error of `speedup`, from the per-round ratios of candidate to library (GPU timing)."""
+    rounds: int | None = None
+    """Timing rounds the case took (fewer than the most when every contender's error was already small)."""
     input_scale: float = 1.0
     """The factor the case's floating-point inputs were scaled by before the call (worker.check.CHECK_SCALES)."""
     message: str = ""

@@ -26,7 +26,7 @@ from avo.evaluate.worker.check import check_case
 from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
 from avo.evaluate.worker.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
 from avo.evaluate.worker.stage_clock import Parts
-from avo.evaluate.worker.timing import Contender, InputRotation, time_interleaved
+from avo.evaluate.worker.timing import Contender, InputRotation, ratio_error, time_interleaved
 
 SIDE_STREAM_RELATIVE = 0.05
 SIDE_STREAM_ABSOLUTE_MS = 0.03
@@ -87,8 +87,11 @@ def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> No
                 cand.result.notes.append(size.note(case.name))
         rows = {}
         case_forbidden = forbidden
-        if guards.watches_ops(ctx.ops):
-            case_forbidden = forbidden | guards.forbidden_ops(functools.partial(task.library, *sources[0]))
+        if guards.watches_ops(ctx.ops):  # recorded in the set-up where it ran on a GPU (evaluation._bench_ops)
+            recorded = ctx.bench_ops.get(case.name)
+            if recorded is None:
+                recorded = guards.forbidden_ops(functools.partial(task.library, *sources[0]))
+            case_forbidden = forbidden | recorded
         parts.start("check")
         ref = None if merged else reference(*sources[0])
         for cand in live:
@@ -145,7 +148,9 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
     parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
                                 warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
-                                on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 50.0)))
+                                on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 50.0)),
+                                min_rounds=int(cfg.get("min_rounds", 3)),
+                                target_error=float(cfg.get("target_error", 0.003)), paired_with=LIBRARY)
     parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)
@@ -200,6 +205,8 @@ def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
     row.ms, row.library_ms = mine.ms, lib.ms
     row.spread, row.library_spread = mine.spread, lib.spread
     row.ms_error, row.library_ms_error = mine.error, lib.error
+    row.rounds = len(mine.round_medians_ms)
+    row.speedup_error = ratio_error(mine, lib)
     row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
     row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
     row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None

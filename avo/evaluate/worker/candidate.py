@@ -77,6 +77,9 @@ class Context:
     bench_suite: str
     compile_pool: Any = None
     """precompile.CompilePool, when the candidates' Triton kernels are compiled ahead."""
+    bench_ops: dict = field(default_factory=dict)
+    """Per bench case, the ops the library dispatches on its shapes, recorded in the set-up (evaluation.prepare),
+    which also built the library's plans for them (cuDNN's per shape): neither is billed to a candidate."""
 
     @property
     def tensor_device(self) -> str:

@@ -8,6 +8,7 @@ per-stage limits and say where a candidate hung. `finalize` turns what was seen 
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 import sys
@@ -128,6 +129,8 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
     parts.start("ops")
     forbidden = _forbidden(ctx, setup.get("forbidden"))
+    parts.start("library")
+    ctx.bench_ops = _bench_ops(ctx)
     parts.start("warm")
     _warm_toolchain(ctx)
     ctx.compile_pool = _compile_pool(ctx)  # its threads start before any Sentinel: the evaluator's own
@@ -197,6 +200,29 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
     with poison_allocations():  # its first use, too, belongs before the Sentinel
         task.make_inputs(cases[0], ctx.seed, ctx.tensor_device)
     return forbidden
+
+
+def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:
+    """The library once on each bench case's shapes (inputs of another seed, freed at once), under the op recorder
+    where the policy watches ops: the ops per case, and the library's first-call work on each shape (cuDNN builds
+    an execution plan per shape, ~0.1 s each) done before any candidate. On the interpreter the bench suite is the
+    check suite, already recorded."""
+    task = ctx.task
+    if ctx.device != "cuda" or not ctx.bench_suite or ctx.bench_suite == ctx.check_suite:
+        return {}
+    ops = {}
+    for i, case in enumerate(task.cases(ctx.bench_suite)):
+        inputs = task.make_inputs(case, ctx.seed + 2_000_000 + i, ctx.tensor_device)
+        if guards.watches_ops(ctx.ops):
+            ops[case.name] = guards.forbidden_ops(functools.partial(task.library, *inputs))
+        else:
+            task.library(*inputs)
+        del inputs
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return ops
 
 
 def _import_toolchain() -> None:

@@ -7,7 +7,10 @@ after it measures how long the device stayed busy past the end event: work hidde
 host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and never
 lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every
 other round, so clock, power and thermal drift hit all of them alike; a contender's time is the median of its
-per-round medians.
+per-round medians. Rounds stop early (at `min_rounds`, then after each round) once the standard error of what is
+estimated is at most `target_error`: with a `paired_with` contender (the library), each other contender's ratio to
+it, from the per-round ratios (a round's clock and power state is common to both, so the ratio is steadier than
+either time); else each contender's own time. A steady case needs no more rounds, a noisy one gets all of them.
 
 Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
 performance and are labelled "interpreter" wherever they appear.
@@ -99,11 +102,15 @@ class L2Flush:
 
 def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int, warmup_ms: float, rep_ms: float,
                      on_output: OnOutput | None = None, rounds: int | None = None,
-                     shield_us: float = 0.0) -> dict[str, Measurement]:
-    """Time each contender interleaved with the others; `rep_ms` is the measured time per contender, `shield_us`
-    how long the device spins before each start event (0: no spin)."""
+                     shield_us: float = 0.0, min_rounds: int | None = None,
+                     target_error: float = 0.0, paired_with: str | None = None) -> dict[str, Measurement]:
+    """Time each contender interleaved with the others; `rep_ms` is the measured time per contender over all
+    `rounds`, `shield_us` how long the device spins before each start event (0: no spin). With `target_error` > 0,
+    timing ends after `min_rounds` or any later round once each contender's `error` is at most `target_error`."""
     if device == "cuda":
-        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds or GPU_ROUNDS, shield_us)
+        rounds = rounds or GPU_ROUNDS
+        stop = _Stop(min(rounds, min_rounds or rounds), target_error, paired_with)
+        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us, stop)
     return _time_wall(contenders, on_output, rounds or INTERPRETER_ROUNDS)
 
 
@@ -131,7 +138,35 @@ class LaunchShield:
             self._spin(self.cycles)
 
 
-def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us) -> dict[str, Measurement]:
+@dataclass
+class _Stop:
+    min_rounds: int
+    target_error: float
+    paired_with: str | None = None
+
+    def reached(self, results: dict[str, Measurement]) -> bool:
+        if self.target_error <= 0 or any(len(m.round_medians_ms) < self.min_rounds for m in results.values()):
+            return False
+        base = results.get(self.paired_with) if self.paired_with else None
+        if base is None:
+            errors = [m.error for m in results.values()]
+        else:
+            errors = [ratio_error(m, base) for name, m in results.items() if name != self.paired_with]
+        return all(e is not None and e <= self.target_error for e in errors)
+
+
+def ratio_error(mine: Measurement, base: Measurement) -> float | None:
+    """Relative standard error of mine / base, from the ratios of their medians round by round (None below two
+    rounds). The two alternate call by call, so a round's clock, power and thermal state cancels in its ratio."""
+    pairs = [(a, b) for a, b in zip(mine.round_medians_ms, base.round_medians_ms) if a > 0 and b > 0]
+    if len(pairs) < 2:
+        return None
+    logs = [math.log(a / b) for a, b in pairs]
+    return statistics.stdev(logs) / math.sqrt(len(logs))
+
+
+def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us,
+              stop: _Stop | None = None) -> dict[str, Measurement]:
     import torch
 
     synchronize = torch.cuda.synchronize
@@ -177,6 +212,8 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
             record.samples_ms.extend(times)
             record.round_medians_ms.append(statistics.median(times))
             record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events[c.name])
+        if stop is not None and stop.reached(results):
+            break
     return results
 
 

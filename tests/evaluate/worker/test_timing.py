@@ -69,6 +69,77 @@ def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
     assert 0.9 <= result["a"].ms < 20
 
 
+def test_rounds_stop_early_only_once_every_contender_is_steady(monkeypatch):
+    """min_rounds and target_error: steady contenders end after min_rounds; one whose round medians swing (every
+    other round ten times slower) keeps the others in all five rounds; target_error 0 always times all rounds."""
+    import avo.evaluate.worker.timing as timing
+
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
+    steady = Contender("steady", lambda i: (i,), lambda args: time.sleep(0.002))
+    calls = {"n": 0}
+
+    def swinging(args):
+        calls["n"] += 1
+        time.sleep(0.02 if (calls["n"] // 2) % 2 else 0.001)
+
+    swing = Contender("swing", lambda i: (i,), swinging)
+
+    def rounds(contenders, **kw):
+        result = time_interleaved(contenders, device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, **kw)
+        return {name: len(m.round_medians_ms) for name, m in result.items()}
+
+    assert rounds([steady], min_rounds=3, target_error=0.5) == {"steady": 3}
+    assert rounds([steady], min_rounds=3, target_error=0.0) == {"steady": 5}
+    assert rounds([steady], min_rounds=2, target_error=0.5, rounds=4) == {"steady": 2}
+    assert rounds([steady, swing], min_rounds=3, target_error=0.1) == {"steady": 5, "swing": 5}
+
+
+def test_paired_rounds_stop_when_the_ratio_is_steady_though_both_times_swing(monkeypatch):
+    """A drift common to both contenders (every other round both run ten times slower, as a clock change would)
+    swings each time but not their ratio: paired with the library the candidate stops at min_rounds; unpaired, the
+    same case takes every round."""
+    import avo.evaluate.worker.timing as timing
+
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
+    calls = {"n": 0}
+
+    def drifting(base_s):
+        def run(args):
+            calls["n"] += 1
+            slow = (calls["n"] - 1) // 2 % 2 and calls["n"] > 4  # rounds 1, 3: both slow (after two warm-ups each)
+            time.sleep(base_s * (10 if slow else 1))
+        return run
+
+    def rounds(**kw):
+        calls["n"] = 0
+        contenders = [Contender("cand", lambda i: (i,), drifting(0.002)),
+                      Contender("lib", lambda i: (i,), drifting(0.003))]
+        result = time_interleaved(contenders, device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, min_rounds=3,
+                                  target_error=0.05, **kw)
+        return len(result["cand"].round_medians_ms), result
+
+    paired, result = rounds(paired_with="lib")
+    assert paired == 3
+    assert timing.ratio_error(result["cand"], result["lib"]) < 0.05 < result["cand"].error
+    assert rounds()[0] == 5
+
+
+def test_ratio_error_is_the_standard_error_of_the_log_ratios():
+    from avo.evaluate.worker.timing import ratio_error
+
+    mine = Measurement(source="gpu", round_medians_ms=[1.0, 2.0, 1.0])
+    base = Measurement(source="gpu", round_medians_ms=[2.0, 4.0, 2.0])
+    assert ratio_error(mine, base) == 0.0
+    uneven = Measurement(source="gpu", round_medians_ms=[1.0, 1.1, 0.9])
+    assert ratio_error(uneven, Measurement(source="gpu", round_medians_ms=[1.0, 1.0, 1.0])) == pytest.approx(
+        0.0580, abs=1e-3)
+    assert ratio_error(Measurement(source="gpu", round_medians_ms=[1.0]), base) is None
+
+
 def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
     """Each timed call: flush, spin (shield_us x 2000 cycles), start event, then the call; no spin at shield 0."""
     import avo.evaluate.worker.timing as timing
