@@ -120,12 +120,30 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
         return False, f"not accepted: still suspicious on re-run ({again.suspicious_reason})"
     if best is None:
         return True, f"accepted: clean re-run gave fitness {again.fitness:.4g}"
+    if incumbent_again.status != "correct":
+        return _against_recorded_best(ctx, best, again, incumbent_again)
     margin = noise(again, incumbent_again)
     if again.fitness <= incumbent_again.fitness * (1 + margin):
         return False, (f"not accepted: side by side, {again.fitness:.4g} vs best {best} {incumbent_again.fitness:.4g}"
                        f" is within the noise ({margin:.1%})")
     return True, (f"accepted: new best (side by side {again.fitness:.4g} vs {best} {incumbent_again.fitness:.4g}, "
                   f"noise {margin:.1%})")
+
+
+def _against_recorded_best(ctx: ToolContext, best: str, again, incumbent_again) -> tuple[bool, str]:
+    """The best failed its side-by-side re-run (its fitness there is 0): no side-by-side comparison exists, so the
+    candidate's re-run must beat the best's recorded fitness by the noise instead, and the verdict says why."""
+    recorded = ctx.run.load_eval(best)
+    bar = recorded.fitness if recorded is not None else 0.0
+    margin = noise(again, recorded) if recorded is not None else MIN_NOISE
+    ctx.run.append_event("incumbent_failed", cid=best, status=incumbent_again.status, rule=incumbent_again.rule,
+                         message=incumbent_again.message[:500])
+    failed = f"the best {best} was {incumbent_again.status} on its side-by-side re-run ({incumbent_again.summary()})"
+    if again.fitness <= bar * (1 + margin):
+        return False, (f"not accepted: {failed}; against its recorded fitness {bar:.4g}, {again.fitness:.4g} is "
+                       f"within the noise ({margin:.1%})")
+    return True, (f"accepted: {failed}; the clean re-run's {again.fitness:.4g} beats its recorded fitness "
+                  f"{bar:.4g} (noise {margin:.1%})")
 
 
 def finish_confirmation(ctx: ToolContext) -> dict | None:

@@ -36,3 +36,47 @@ def test_measurement_error_is_the_spread_of_round_medians_over_sqrt_rounds():
     expected = (sum((x - 1.0) ** 2 for x in m.round_medians_ms) / 3) ** 0.5 / 1.0 / 2
     assert m.error == pytest.approx(expected)
     assert Measurement(source="gpu", round_medians_ms=[1.0]).error is None
+
+
+class _Run:
+    def __init__(self, best_result: EvalResult):
+        self.best_result, self.events = best_result, []
+
+    def append_event(self, kind: str, **fields) -> None:
+        self.events.append((kind, fields))
+
+    def load_eval(self, cid: str) -> EvalResult:
+        return self.best_result
+
+
+def _confirm_against_a_failing_incumbent(tmp_path, fitness: float):
+    from types import SimpleNamespace
+
+    from avo.agent.acceptance import confirm
+
+    crashed = EvalResult(status="crash", rule="crash", message="the evaluation process was killed (signal 9)")
+
+    class Evaluator:
+        def confirm(self, candidate_dir, incumbent_dir):
+            again = result([0.001] * 4)
+            again.fitness = fitness
+            return again, crashed
+
+    recorded = result([0.001] * 4)
+    recorded.fitness = 1.5
+    run = _Run(recorded)
+    ctx = SimpleNamespace(run=run, evaluator=Evaluator(), state=SimpleNamespace(last_confirm=None),
+                          lineage=SimpleNamespace(checkout=lambda cid, folder: None), workspace=tmp_path)
+    return confirm(ctx, "c0009", result([0.001] * 4), "c0004", tmp_path), run.events
+
+
+def test_a_best_that_fails_its_rerun_is_not_beaten_by_its_zero(tmp_path):
+    """Side by side, an incumbent whose re-run crashed scores 0: the candidate must still beat the best's recorded
+    fitness, and the verdict and the run's events say the incumbent failed."""
+    (accepted, verdict), events = _confirm_against_a_failing_incumbent(tmp_path, fitness=1.2)
+    assert not accepted
+    assert "c0004 was crash on its side-by-side re-run" in verdict and "recorded fitness 1.5" in verdict
+    assert ("incumbent_failed", {"cid": "c0004", "status": "crash", "rule": "crash",
+                                 "message": "the evaluation process was killed (signal 9)"}) in events
+    (accepted, verdict), _ = _confirm_against_a_failing_incumbent(tmp_path, fitness=1.8)
+    assert accepted and verdict.startswith("accepted: the best c0004 was crash")
