@@ -56,7 +56,10 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
     from avo.evaluate.pool import make_pool
     from avo.gpus import resolve
 
-    gpu, config = resolve("auto", args.device), EvalConfig(**({"target_error": 0.0} if mode == "before" else {}))
+    settings = dict(item.split("=", 1) for item in args.set)
+    if mode == "before":
+        settings["target_error"] = "0"
+    gpu, config = resolve("auto", args.device), EvalConfig(**settings)
     if mode in ("before", "cold"):
         scorer, slot = Evaluator(args.task, device=args.device, gpu=gpu, config=config), None
     else:
@@ -92,6 +95,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--modes", default="before,cold,back-to-back,ready")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an EvalConfig setting for every mode, e.g. --set warmup_ms=10")
     args = parser.parse_args()
     summary, rows = {}, []
     with tempfile.TemporaryDirectory(prefix="avo-evalwall-") as tmp:
