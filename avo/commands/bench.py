@@ -123,14 +123,16 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
     interp = result.device == "interpret"
     clock = "interpreter (wall clock, not GPU performance)" if interp else f"gpu (CUDA events, {result.gpu})"
     table = Table(title=f"avo bench: {folder.name} · {task_name} · suite {suite} · times: {clock}")
-    for header in ("case", "correct", "rel err", "ms", "library ms", "TFLOPS", "library TFLOPS", "speedup", "spread"):
+    for header in ("case", "correct", "rel err", "ms", "library ms", "TFLOPS", "library TFLOPS", "speedup", "spread",
+                   "rounds"):
         table.add_column(header, justify="left" if header == "case" else "right", no_wrap=header != "case")
     for c in result.cases:
         correct = "-" if c.correct is None else ("yes" if c.correct else "NO")
         spread = "-" if c.spread is None else f"{c.spread * 100:.1f}%"
+        speedup = finite(c.speedup, ".3f") + ("" if c.speedup_error is None else f" ±{c.speedup_error * 100:.1f}%")
         table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
                       finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
-                      finite(c.speedup, ".3f"), spread)
+                      speedup, spread, "-" if c.rounds is None else str(c.rounds))
     console.print(table)
     console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
                   + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)
@@ -138,8 +140,10 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         console.print(result.message, markup=False)
     if result.bench_cases():
         src = "interpreter" if interp else "gpu"
-        console.print(f"fitness: {result.fitness:.4f} (geometric-mean speedup over {result.library or 'the library'}, "
-                      f"times from the {src})", markup=False)
+        error = result.fitness_error()
+        within = "" if error is None else f" ±{error * 100:.2f}% (standard error)"
+        console.print(f"fitness: {result.fitness:.4f}{within} (geometric-mean speedup over "
+                      f"{result.library or 'the library'}, times from the {src})", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
     if result.suspicious:

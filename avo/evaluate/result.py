@@ -83,6 +83,14 @@ class EvalResult(BaseModel):
     def bench_cases(self) -> list[CaseResult]:
         return [c for c in self.cases if c.speedup is not None]
 
+    def fitness_error(self) -> float | None:
+        """Relative standard error of `fitness` from each bench case's `speedup_error` (the geometric mean's log is
+        the mean of the cases' logs); None when a case has none (interpreter timing, results from before)."""
+        errors = [c.speedup_error for c in self.bench_cases()]
+        if not errors or any(e is None for e in errors):
+            return None
+        return math.sqrt(sum(e * e for e in errors)) / len(errors)
+
     def summary(self) -> str:
         """One line for logs, lineage commit messages and the agent."""
         if self.status != "correct":

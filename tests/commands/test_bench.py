@@ -81,3 +81,19 @@ def test_bad_input_is_one_line_exit_2(capsys, monkeypatch, tmp_path, case, args,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("avo: error:") and phrase in lines[0], err
     assert "Traceback" not in err + out
+
+
+def test_gpu_table_shows_each_speedup_with_its_error_and_rounds_and_the_fitness_error(capsys, tmp_path):
+    from avo.commands.bench import render
+    from avo.evaluate.result import CaseResult, EvalResult
+
+    cases = [CaseResult(case=f"c{i}", suite="bench", correct=True, ms=1.0, library_ms=1.1, speedup=1.1,
+                        speedup_error=e, rounds=r) for i, (e, r) in enumerate([(0.002, 3), (0.006, 5)])]
+    result = EvalResult(status="correct", cases=cases, fitness=1.1, device="cuda", gpu="h200", library="cudnn")
+    assert result.fitness_error() == pytest.approx((0.002**2 + 0.006**2) ** 0.5 / 2)
+    render(result, tmp_path, "attention", "bench")
+    out = capsys.readouterr().out
+    assert "1.100 ±0.2%" in out and "1.100 ±0.6%" in out and "rounds" in out
+    assert "fitness: 1.1000 ±0.32% (standard error)" in out
+    cases[1].speedup_error = None  # a result from before the errors were recorded
+    assert result.fitness_error() is None
