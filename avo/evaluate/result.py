@@ -85,7 +85,7 @@ class EvalResult(BaseModel):
 
     def fitness_error(self) -> float | None:
         """Relative standard error of `fitness` from each bench case's `speedup_error` (the geometric mean's log is
-        the mean of the cases' logs); None when a case has none (interpreter timing, results from before)."""
+        the mean of the cases' logs); None when a case has none (results recorded before it was)."""
         errors = [c.speedup_error for c in self.bench_cases()]
         if not errors or any(e is None for e in errors):
             return None
