@@ -169,6 +169,25 @@ def test_learns_a_tighter_shared_memory_bound_from_a_failure():
     assert 1 <= len(too_big) <= 2  # after the first, any point needing at least as much is skipped
 
 
+def test_calibrates_its_shared_memory_model_from_the_compilers_count():
+    """fp32 operands (KernelBench's default) take 4 bytes, the model's 2: the first failure's 'Required: N' sets the
+    model's scale, so points that fit the model's 2-byte count but not the GPU are not tried after it."""
+    def fp32(point):
+        smem = (point["BLOCK_M"] + point["BLOCK_N"]) * point["BLOCK_K"] * point["NUM_STAGES"] * 4
+        if smem > 232448:
+            return "compile_error", 0.0, (f"triton.runtime.errors.OutOfResources: out of resource: shared memory, "
+                                          f"Required: {smem}, Hardware limit: 232448. Reducing block sizes or "
+                                          "`num_stages` may help.")
+        return landscape(point)
+
+    world = World(fitness=fp32)
+    drive(world, HeuristicModel(seed=0), max_evals=40)
+    too_big = [r for r in world.rows if r["status"] == "compile_error"]
+    assert len(too_big) == 1, [r["rationale"][:60] for r in too_big]
+    fits = [point_of(parse_knobs(world.files[r["cid"]])) for r in world.rows if r["status"] == "correct"]
+    assert any((p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * p["NUM_STAGES"] * 4 > 150 * 1024 for p in fits)
+
+
 def test_reaches_the_optimum_then_stops_by_itself():
     world = World()
     messages, why = drive(world, HeuristicModel(seed=0), max_evals=200)

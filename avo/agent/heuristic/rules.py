@@ -101,6 +101,9 @@ class Shape:
     arch: str = "sm_90a"
     """Compile target; on sm_100a the tensor-memory limit applies too (heuristic/blackwell.py says why)."""
     max_registers: int = 255
+    smem_scale: float = 1.0
+    """Bytes the compiler counts per byte of the model's (2-byte elements): set from a failure that says how much
+    it required (search.Search.record); fp32 operands make it about 2."""
 
     def get(self, point: Point, role: str, default: int) -> int:
         name = self.roles.get(role)
@@ -148,7 +151,7 @@ def smem_bytes(shape: Shape, point: Point) -> int:
         elements = bm * d + 2 * bn * d * max(stages - 1, 1)
     else:
         elements = (bm * bk + bk * bn) * stages + staging_elements(shape, point)
-    return elements * BYTES_PER_ELEMENT
+    return int(elements * BYTES_PER_ELEMENT * shape.smem_scale)
 
 
 def accumulator_registers(shape: Shape, point: Point) -> float:

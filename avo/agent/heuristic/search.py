@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -90,12 +91,22 @@ class Search:
         return {k.name: k for k in self.knobs}
 
     def record(self, trial: Trial) -> None:
-        """Remember an outcome; a shared-memory failure also bounds every later point."""
+        """Remember an outcome; a shared-memory failure also bounds every later point. Where the compiler said how
+        much it required and what the limit is, that calibrates the model instead: its count per element (fp32
+        operands take twice the model's 2 bytes) and the limit in the compiler's bytes."""
         key = point_key(trial.point)
         self.trials[key] = trial
         if trial.status != "correct" and _is_smem_failure(trial.message):
+            counted = _required_smem(trial.message)
             need = smem_bytes(self.shape, trial.point)
-            self.smem_cap = min(self.smem_cap or need, need - 1)
+            if counted is None:
+                self.smem_cap = min(self.smem_cap or need, need - 1)
+                return
+            required, limit = counted
+            ratio = required / max(need / self.shape.smem_scale, 1)
+            if ratio > 1.0:  # the smallest ratio seen: the model errs towards trying a point, not skipping it
+                self.shape.smem_scale = ratio if self.shape.smem_scale == 1.0 else min(self.shape.smem_scale, ratio)
+            self.smem_cap = min(self.smem_cap or limit, limit)
 
     def tried(self, point: Point) -> bool:
         return point_key(point) in self.trials
@@ -242,6 +253,12 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
         if best > 0 and changed and o.fitness < best * (1.0 - MIN_LOSS):
             note(changed, 1.0 - o.fitness / best)
     return losses
+
+
+def _required_smem(message: str) -> tuple[int, int] | None:
+    """(required, hardware limit) from Triton's OutOfResources message, or None if it does not say."""
+    found = re.search(r"Required:\s*(\d+),\s*Hardware limit:\s*(\d+)", message or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _is_smem_failure(message: str) -> bool:
