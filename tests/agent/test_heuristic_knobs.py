@@ -111,7 +111,7 @@ def test_shared_memory_estimate_matches_the_known_limits():
 
 
 def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_reasons():
-    from avo.agent.heuristic.rules import estimate
+    from avo.agent.heuristic.speed import estimate
 
     knobs = parse_knobs((KERNELS / "attention/triton_naive/kernel.py").read_text())
     point = point_of(knobs)
@@ -127,7 +127,8 @@ def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_rea
 def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     """cuda_wgmma fixes BLOCK_K by its swizzle and runs two consumer warpgroups: the model reads both from plain
     constants, so the seed's 128x256 tile counts 128 accumulators per thread (8 MMA warps), not 256 (4 warps)."""
-    from avo.agent.heuristic.rules import accumulator_registers, estimate, fixed_roles
+    from avo.agent.heuristic.rules import accumulator_registers, fixed_roles
+    from avo.agent.heuristic.speed import estimate
 
     text = (KERNELS / "gemm/cuda_wgmma/kernel.py").read_text()
     knobs = parse_knobs(text)
@@ -159,7 +160,8 @@ def test_an_epilogue_split_frees_shared_memory_for_another_stage():
 def test_the_fa3_attention_seed_is_read_as_warp_specialized():
     """cuda_fa3 keeps every K/V stage resident (a producer fills the ring), gives its consumers 240 registers, and
     its ORDER, OVERLAP and PINGPONG knobs carry the priors measured on the H200 (each one off, or ORDER 2, lost)."""
-    from avo.agent.heuristic.rules import accumulator_registers, estimate, fixed_roles
+    from avo.agent.heuristic.rules import accumulator_registers, fixed_roles
+    from avo.agent.heuristic.speed import estimate
 
     text = (KERNELS / "attention/cuda_fa3/kernel.py").read_text()
     knobs = parse_knobs(text)

@@ -1,3 +1,4 @@
-"""The offline agent's parts: knobs in a kernel's source, a rule model of tile performance, the search over knob
-settings, profile facts, and the replay of a conversation into what the agent knows. The Model itself is
-avo.agent.models.heuristic.HeuristicModel."""
+"""The offline agent's parts: knobs in a kernel's source (knobs.py), how knobs read as tiles and which points cannot
+run (rules.py), the speed model that ranks points (speed.py), the B200's limits (blackwell.py), the search over knob
+settings (search.py), profile facts (facts.py), and the replay of a conversation into what the agent knows
+(history.py). The Model itself is avo.agent.models.heuristic.HeuristicModel."""

@@ -21,7 +21,8 @@ from typing import Callable
 
 from avo.agent.heuristic import blackwell
 from avo.agent.heuristic.knobs import Knob, Point, Value, point_key
-from avo.agent.heuristic.rules import Estimate, Facts, Shape, estimate, infeasible, smem_bytes, accumulator_registers
+from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, infeasible, smem_bytes
+from avo.agent.heuristic.speed import Estimate, estimate
 
 PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
     "gemm": [
