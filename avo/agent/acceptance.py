@@ -132,10 +132,10 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
 
 def _against_recorded_best(ctx: ToolContext, best: str, again, incumbent_again) -> tuple[bool, str]:
     """The best failed its side-by-side re-run (its fitness there is 0): no side-by-side comparison exists, so the
-    candidate's re-run must beat the best's recorded fitness by the noise instead, and the verdict says why."""
+    candidate's re-run must beat the best's recorded fitness by the noise instead, and the verdict says why. (A
+    best is confirmed against only once `decide` has loaded its result as correct.)"""
     recorded = ctx.run.load_eval(best)
-    bar = recorded.fitness if recorded is not None else 0.0
-    margin = noise(again, recorded) if recorded is not None else MIN_NOISE
+    bar, margin = recorded.fitness, noise(again, recorded)
     ctx.run.append_event("incumbent_failed", cid=best, status=incumbent_again.status, rule=incumbent_again.rule,
                          message=incumbent_again.message[:500])
     failed = f"the best {best} was {incumbent_again.status} on its side-by-side re-run ({incumbent_again.summary()})"

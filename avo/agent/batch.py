@@ -12,7 +12,6 @@ for them (it may read the lineage or the best), and so does a budget check that 
 
 from __future__ import annotations
 
-import re
 import shutil
 import traceback
 from dataclasses import dataclass
@@ -27,10 +26,10 @@ from avo.agent.models.base import ToolCall, ToolResult
 from avo.agent.stops import StopRun
 from avo.agent.tools.base import ToolError
 from avo.errors import UserError
+from avo.run.lineage.records import CID_PATTERN, content_hash
 
 OVERLAPPING = {"read_file", "write_file", "edit_file", "list_files", "note"}
 """Tools that may run while evaluations are in flight: they touch only the workspace or the notes."""
-CID = re.compile(r"c\d{4,}")
 
 
 def run_calls(agent, calls: list[ToolCall]) -> list[ToolResult]:
@@ -55,6 +54,8 @@ class Pending:
     scratch: Any
     parent: str | int | None
     """A candidate id, or the position in the batch of the evaluation whose candidate it follows."""
+    content: str = ""
+    """The folder's content hash (a later evaluate of the same files in the batch is its duplicate)."""
     duplicate_of: str | int | None = None
     future: Any = None
     cid: str | None = None
@@ -71,7 +72,7 @@ class Batch:
         results: list[ToolResult | None] = [None] * len(calls)
         for i, call in enumerate(calls):
             if call.name == "evaluate" and call.raw_arguments is None:
-                self.check_budget(results, extra=1)
+                self.check_budget(results)
                 results[i] = self.submit(i, call)
                 continue
             if self.pending and not self.overlaps(call):
@@ -83,17 +84,18 @@ class Batch:
         self.drain(results)
         return results
 
-    def check_budget(self, results: list, extra: int = 0) -> None:
-        """The loop's budget check, counting the candidates in flight; evaluations in flight are filed before a
-        stop ends the run."""
+    def check_budget(self, results: list) -> None:
+        """The loop's budget check before a call, counting the candidates in flight as filed: once they fill the
+        candidate budget they are filed and the check stops the run, as it would one call at a time; evaluations in
+        flight are filed before any other stop ends the run too."""
         limit = self.agent.budget.max_candidates
-        try:
-            if limit is not None and self.ctx.state.candidates + self.in_flight() + extra > limit:
-                raise _Full
-            self.agent.check_budget()
-        except (StopRun, _Full):
+        if limit is not None and self.ctx.state.candidates + self.in_flight() >= limit:
             self.drain(results)
+        try:
             self.agent.check_budget()
+        except StopRun:
+            self.drain(results)
+            raise
 
     def in_flight(self) -> int:
         return sum(p.duplicate_of is None for p in self.pending)
@@ -102,11 +104,10 @@ class Batch:
         if call.name in OVERLAPPING:
             return True
         cid = str(call.arguments.get("cid", "")) if call.name == "checkout" else ""
-        return bool(CID.fullmatch(cid)) and cid in self.ctx.lineage.cids()
+        return bool(CID_PATTERN.fullmatch(cid)) and cid in self.ctx.lineage.cids()
 
     def submit(self, index: int, call: ToolCall) -> ToolResult | None:
         from avo.agent.tools.evaluate import EvaluateArgs
-        from avo.run.lineage.records import content_hash
 
         try:
             args = EvaluateArgs.model_validate(call.arguments)
@@ -118,12 +119,11 @@ class Batch:
         folder = Path(scratch.name) / "candidate"
         shutil.copytree(self.ctx.workspace, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         parent = self.follows if self.follows is not None else self.ctx.state.parent
-        pending = Pending(index, call, args.rationale, folder, scratch, parent)
+        pending = Pending(index, call, args.rationale, folder, scratch, parent, content=content_hash(folder))
         pending.duplicate_of = self.ctx.lineage.find_duplicate(folder)
         if pending.duplicate_of is None:
-            content = content_hash(folder)
             pending.duplicate_of = next((k for k, p in enumerate(self.pending)
-                                         if p.duplicate_of is None and content_hash(p.folder) == content), None)
+                                         if p.duplicate_of is None and p.content == pending.content), None)
         if pending.duplicate_of is None:
             pending.future = self.ctx.evaluator.submit(folder)
         self.pending.append(pending)
@@ -136,13 +136,16 @@ class Batch:
             return
         workspace_parent = self.ctx.state.parent if self.follows is None else None
         for p in self.pending:
-            results[p.index] = self.finish(p)
+            # After a checkout that followed the last evaluate, the last result records that checkout's candidate
+            # as the workspace's parent (what a resume reads), as it would one call at a time.
+            last = p is self.pending[-1]
+            results[p.index] = self.finish(p, workspace_parent if last else None)
         if workspace_parent is None:
             workspace_parent = self.pending[self.follows].cid if self.follows is not None else None
         self.ctx.state.parent = workspace_parent or self.ctx.state.parent
         self.pending, self.follows = [], None
 
-    def finish(self, p: Pending) -> ToolResult:
+    def finish(self, p: Pending, workspace_parent: str | None = None) -> ToolResult:
         ctx, data, error = self.ctx, None, True
         try:
             if p.duplicate_of is not None:
@@ -150,7 +153,7 @@ class Batch:
                 content, data = answer_duplicate(ctx, p.cid)
             else:
                 result = p.future.result()
-                content, data = file_result(ctx, p.folder, self.resolve(p.parent), p.rationale, result)
+                content, data = file_result(ctx, p.folder, self.resolve_parent(p.parent), p.rationale, result)
                 p.cid = data["cid"]
             error = False
         except (ToolError, UserError) as exc:
@@ -162,12 +165,15 @@ class Batch:
             p.scratch.cleanup()
         result = ToolResult(call_id=p.call.id, name=p.call.name, content=content, is_error=error, data=data)
         self.agent.record("tool_result", id=p.call.id, name=p.call.name, content=content, is_error=error, data=data,
-                          workspace_parent=ctx.state.parent, **self.agent.progress())
+                          workspace_parent=workspace_parent or ctx.state.parent, **self.agent.progress())
         return result
 
     def resolve(self, ref: str | int | None) -> str | None:
         return self.pending[ref].cid if isinstance(ref, int) else ref
 
-
-class _Full(Exception):
-    """The candidate budget would be passed by one more evaluation in flight."""
+    def resolve_parent(self, ref: str | int | None) -> str | None:
+        """The candidate a batched evaluation follows; where that one could not be filed, the one before it (as
+        one call at a time, the workspace's parent would have stayed)."""
+        while isinstance(ref, int):
+            ref = self.pending[ref].cid if self.pending[ref].cid is not None else self.pending[ref].parent
+        return ref

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from avo.tasks.base import Task
 
 FIXED_ON_RESUME = ("kernel", "gpu", "device", "seed_kernel")
+RESUMABLE = ("budget.", "agent.", "pool.")
+"""Prefixes of the settings a resumed run takes from the command line; the rest is the run's recorded config."""
 
 
 class Settled(NamedTuple):
@@ -57,7 +59,7 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
             changed.insert(0, "ops")
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
-        kept = {k: v for k, v in overrides.items() if k.startswith(("budget.", "agent.", "pool.")) and v is not None}
+        kept = {k: v for k, v in overrides.items() if k.startswith(RESUMABLE) and v is not None}
         config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
@@ -137,9 +139,10 @@ class Session:
         return run
 
     def drive(self, run: Run, *, quiet: bool = False, out: TextIO | None = None) -> str:
-        """Baseline (for a new run) and the loop, under the run's lock; returns why the loop stopped."""
+        """Baseline (for a new run) and the loop, under the run's lock; returns why the loop stopped. The caller
+        closes the evaluator (`avo evolve` does, even when no run opens)."""
         config = self.config
-        with run.lock(), closing(self.evaluator):
+        with run.lock():
             run.recover_held_eval()  # a result scored and committed, but killed before it was filed
             run.set_state("running")
             ctx = ToolContext(workspace=run.workspace, task_spec=config.kernel, device=config.device, gpu=self.gpu,

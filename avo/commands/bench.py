@@ -10,7 +10,7 @@ import typer
 
 from avo.errors import UserError
 from avo.evaluate.guards.rules import OPS_POLICIES
-from avo.util.format import finite
+from avo.util.format import finite, number
 
 SUITES = ("bench", "check", "tiny")
 SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
@@ -132,7 +132,7 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         speedup = finite(c.speedup, ".3f") + ("" if c.speedup_error is None else f" ±{c.speedup_error * 100:.1f}%")
         table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
                       finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
-                      speedup, spread, "-" if c.rounds is None else str(c.rounds))
+                      speedup, spread, number(c.rounds, "d"))
     console.print(table)
     console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
                   + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)

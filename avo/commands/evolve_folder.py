@@ -24,6 +24,7 @@ INTERRUPTED = 130
 def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, quiet: bool, ops: str | None,
                   hours_per_problem: float | None, sweep_id: str | None, out=None) -> int:
     from avo.commands.bench_folder import load_problem
+    from avo.agent.session import RESUMABLE
     from avo.commands.evolve import evolve
     from avo.config import RunConfig
     from avo.run.directory import Run, check_run_id
@@ -58,7 +59,7 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
                 code = evolve(overrides=per_problem, config_file=config_file, resume=None, quiet=quiet, out=out,
                               ops=ops, run_id=run_id)
             elif Run.open(run_id, runs_dir).info().get("state") not in ("finished", "failed"):
-                kept = {k: v for k, v in per_problem.items() if k.startswith(("budget.", "agent.")) and v is not None}
+                kept = {k: v for k, v in per_problem.items() if k.startswith(RESUMABLE) and v is not None}
                 code = evolve(overrides={**kept, "runs_dir": str(runs_dir)}, config_file=None, resume=run_id,
                               quiet=quiet, out=out)
         except UserError as exc:

@@ -102,8 +102,9 @@ def _show_run(run) -> None:
 
 def _placement(ev: dict) -> str:
     """Which worker (GPU, CPU worker) and node scored a candidate, from its committed record; '-' before avo kept it."""
-    worker, node = ev.get("worker") or "", ev.get("node") or ""
-    return (f"{worker} on {node}" if worker and node else worker or node) or "-"
+    from avo.evaluate.result import placement
+
+    return placement(ev.get("worker") or "", ev.get("node") or "") or "-"
 
 
 def _show_candidate(run, rev: str) -> None:
@@ -119,7 +120,8 @@ def _show_candidate(run, rev: str) -> None:
     console.print(f"{cid} {' '.join(f'[{m}]' for m in marks)}  parent {c.parent or '-'}  model {c.model}  "
                   f"created {c.created}  commit {c.sha[:12]}", markup=False, highlight=False)
     rule = f" ({ev['rule']})" if ev.get("rule") else ""
-    where = f"  scored on {_placement(ev)}" if _placement(ev) != "-" else ""
+    scored = _placement(ev)
+    where = f"  scored on {scored}" if scored != "-" else ""
     console.print(f"status {c.status}{rule}  fitness {c.fitness:.3f}  accepted {'yes' if c.accepted else 'no'}  "
                   f"timing {ev.get('timing_source', '?')} on {ev.get('gpu') or ev.get('device') or '?'}{where}")
     if ev.get("message"):

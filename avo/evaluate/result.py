@@ -74,7 +74,7 @@ class EvalResult(BaseModel):
 
     def placement(self) -> str:
         """'gpu 3', 'gpu 0 on 10.0.0.5 (node 1a2b3c4d)', or '' when not recorded."""
-        return f"{self.worker} on {self.node}" if self.worker and self.node else self.worker or self.node
+        return placement(self.worker, self.node)
 
     @property
     def ok(self) -> bool:
@@ -100,6 +100,11 @@ class EvalResult(BaseModel):
         flag = " SUSPICIOUS" if self.suspicious else ""
         ops = "" if self.ops == "strict" else f" [ops={self.ops}]"
         return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{ops}{flag}"
+
+
+def placement(worker: str, node: str) -> str:
+    """Where a result was scored, from its worker and node fields (either may be empty)."""
+    return f"{worker} on {node}" if worker and node else worker or node
 
 
 def geomean(values: list[float]) -> float:

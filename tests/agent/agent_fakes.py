@@ -14,7 +14,7 @@ from pathlib import Path
 
 from avo.agent.controls import Controls
 from avo.agent.models.factory import make_model
-from avo.agent.session import Session, settle
+from avo.agent.session import Session, closing, settle
 from avo.commands.evolve import summarize
 from avo.evaluate.result import CaseResult, EvalResult
 from avo.run.directory import Run
@@ -130,7 +130,8 @@ def evolve(session: Session, run: Run | None = None, lines: list[str] | None = N
     lines = lines if lines is not None else []
     session.say = lines.append
     view = io.StringIO()
-    run = session.open(run)
-    reason = session.drive(run, quiet=True, out=view)
+    with closing(session.evaluator):
+        run = session.open(run)
+        reason = session.drive(run, quiet=True, out=view)
     code = summarize(run, reason, session.config.runs_dir, lines.append)
     return Outcome(code, run, lines, view.getvalue())

@@ -135,3 +135,23 @@ def test_the_candidate_budget_counts_the_evaluations_in_flight(tmp_path, pool):
     code, run, _ = evolve(tmp_path, pool, script, 2)
     assert code == 0 and len(run.lineage) == 3
     assert "candidate budget of 2 spent" in run.events()[-1]["reason"]
+
+
+def test_a_checkout_after_the_last_evaluation_is_what_a_resume_finds(tmp_path, pool):
+    """The results are filed after the checkout ran; the last one still records the checked-out candidate as the
+    workspace's parent, which is what a resume reads."""
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), write(kernel(2.0)), evaluate("b"),
+                             ("checkout", {"cid": "c0000"})), anthropic_turn(text="done")]
+    code, run, _ = evolve(tmp_path, pool, script, 5)
+    assert code == 0 and len(run.lineage) == 3
+    parents = [e["workspace_parent"] for e in run.events() if e.get("workspace_parent")]
+    assert parents[-1] == "c0000", parents
+
+
+def test_no_tool_runs_once_the_evaluations_in_flight_fill_the_budget(tmp_path, pool):
+    """One call at a time, the budget check before the third write would end the run: so it does here."""
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), write(kernel(2.0)), evaluate("b"),
+                             write(kernel(2.5))), anthropic_turn(text="done")]
+    code, run, _ = evolve(tmp_path, pool, script, 2)
+    assert code == 0 and len(run.lineage) == 3
+    assert "SPEED = 2.5" not in (run.path / "workspace" / "kernel.py").read_text()

@@ -117,10 +117,9 @@ def test_naive_attention_seed_exposes_its_structural_flags_off_with_readable_rea
     point = point_of(knobs)
     assert {point[name] for name in ("EXP2", "MASK_SPLIT", "HEAVY_FIRST", "FMA_SCALE")} == {False}
     shape = Shape(kind="attention", roles=roles(knobs))
-    by_name = {k.name: k for k in knobs}
     for name, words in (("EXP2", "ex2"), ("MASK_SPLIT", "pay for masks"), ("HEAVY_FIRST", "most keys"),
                         ("FMA_SCALE", "multiply-add")):
-        guess = estimate(shape, by_name, point, dict(point, **{name: True}), None)
+        guess = estimate(shape, point, dict(point, **{name: True}), None)
         assert guess.gain > 0 and words in guess.reason, (name, guess)
 
 
@@ -141,10 +140,9 @@ def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     assert "shared memory" in infeasible(shape, dict(point, STAGES=4))
     assert infeasible(shape, dict(point, STAGES=4, TMA_STORE=False)) is None
     assert infeasible(shape, dict(point, BLOCK_M=256, BLOCK_N=128)) is None
-    by_name = {k.name: k for k in knobs}
-    off = estimate(shape, by_name, dict(point, TMA_STORE=False), point, None)
+    off = estimate(shape, dict(point, TMA_STORE=False), point, None)
     assert off.gain > 0 and "copy engine stores C" in off.reason
-    assert "multicasts" in estimate(shape, by_name, point, dict(point, CLUSTER_M=2), None).reason
+    assert "multicasts" in estimate(shape, point, dict(point, CLUSTER_M=2), None).reason
 
 
 def test_an_epilogue_split_frees_shared_memory_for_another_stage():
@@ -173,10 +171,9 @@ def test_the_fa3_attention_seed_is_read_as_warp_specialized():
     assert accumulator_registers(shape, point) == 160 and infeasible(shape, point) is None
     assert "shared memory" in infeasible(shape, dict(point, STAGES=3))
     assert infeasible(shape, dict(point, STAGES=3, BLOCK_N=128)) is None
-    by_name = {k.name: k for k in knobs}
     for change, words in (({"OVERLAP": False}, "OVERLAP off"), ({"PINGPONG": False}, "PINGPONG off"),
                           ({"ORDER": 2}, "K/V leave L2"), ({"BLOCK_N": 128}, "K/V reloads")):
-        guess = estimate(shape, by_name, point, dict(point, **change), None)
+        guess = estimate(shape, point, dict(point, **change), None)
         assert guess.gain < 0 and words in guess.reason, (change, guess)
-    on = estimate(shape, by_name, dict(point, OVERLAP=False), point, None)
+    on = estimate(shape, dict(point, OVERLAP=False), point, None)
     assert on.gain > 0 and "softmax runs while" in on.reason

@@ -145,7 +145,7 @@ class Search:
             return None
         if self.renders is not None and not self.renders(point):
             return None
-        est = estimate(self.shape, self.by_name, self.incumbent, point, self.facts)
+        est = estimate(self.shape, self.incumbent, point, self.facts)
         diff = {k: (self.incumbent[k], v) for k, v in point.items() if self.incumbent.get(k) != v}
         move = Move(point=point, changes=diff, estimate=est, kind=kind, label=label)
         made = {(k, a, b) for k, (a, b) in diff.items()}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from avo.agent.heuristic.knobs import Knob, Point
+from avo.agent.heuristic.knobs import Point
 from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile
 
 
@@ -38,7 +38,7 @@ _FLAG_WHY = {  # first matching substring wins, so the longer names come first
 }
 
 
-def modelled_speed(shape: Shape, point: Point, knobs: dict[str, Knob]) -> tuple[float, dict[str, float]]:
+def modelled_speed(shape: Shape, point: Point) -> tuple[float, dict[str, float]]:
     """Relative speed of a point and its factors by name (for explaining a move)."""
     bm, bn, bk, warps, stages = tile(shape, point)
     factors: dict[str, float] = {}
@@ -102,10 +102,10 @@ class Estimate:
     reason: str
 
 
-def estimate(shape: Shape, knobs: dict[str, Knob], old: Point, new: Point, facts: Facts | None) -> Estimate:
+def estimate(shape: Shape, old: Point, new: Point, facts: Facts | None) -> Estimate:
     """Expected gain of moving from `old` to `new`, and the one-line why."""
-    s_old, f_old = modelled_speed(shape, old, knobs)
-    s_new, f_new = modelled_speed(shape, new, knobs)
+    s_old, f_old = modelled_speed(shape, old)
+    s_new, f_new = modelled_speed(shape, new)
     gain = s_new / s_old - 1.0
     changes = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
     reasons: list[str] = []

@@ -78,7 +78,9 @@ class HeuristicModel:
                 why = h.last_edit_rationale or "Baseline: measure the seed as it is."
                 return self._turn(why, ("evaluate", {"rationale": f"{why} {format_point(current)}"}))
 
-        move = search.next_move()
+        workers = _workers(system)
+        moves = search.next_moves(workers)  # the first is `next_move()`; the rest fill the other workers
+        move = moves[0] if moves else None
         # A jump to a known-good configuration does not depend on the profile; fine moves do.
         profile = self._profile_calls(system, h, offered) if move is not None and move.kind != "preset" else []
         if profile:
@@ -89,9 +91,8 @@ class HeuristicModel:
             return self._done(f"every single and pairwise knob move around the best has been tried ({done} points, "
                               f"{failed} invalid); best {h.best_cid or '-'} fitness {search.incumbent_fitness:.3f} "
                               f"at {format_point(search.incumbent)}")
-        workers = _workers(system)
         if workers > 1 and h.best_cid and h.errors["checkout"] < 3:
-            return self._batch(h, base_text, search.next_moves(workers))
+            return self._batch(h, base_text, moves)
         if h.best_cid and h.workspace_cid != h.best_cid and h.errors["checkout"] < 3:
             return self._turn(f"Back to the best, {h.best_cid} (fitness {h.best_fitness:.3f}), before the next move.",
                               ("checkout", {"cid": h.best_cid}))

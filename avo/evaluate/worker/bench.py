@@ -117,7 +117,7 @@ def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> No
                 timed = [c for c in timed if c.passing]
         parts.start("release")
         del sources
-        _release_memory(ctx)
+        release_memory(ctx)
         parts.stop()
     for cand in cands:
         cand.result.stage_s.update(parts.seconds)
@@ -230,7 +230,7 @@ def _audit_call(ctx: Context, case: Any, cand: Candidate, rotation: InputRotatio
     return AUDIT_CALL, out
 
 
-def _release_memory(ctx: Context) -> None:
+def release_memory(ctx: Context) -> None:
     if ctx.device == "cuda":
         import torch
 

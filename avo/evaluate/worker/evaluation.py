@@ -22,7 +22,7 @@ from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
 from avo.evaluate.guards import Rejection
 from avo.evaluate.result import EvalResult, geomean
 from avo.evaluate.worker import timing  # noqa: F401  (binds the clock before any candidate code runs)
-from avo.evaluate.worker.bench import bench
+from avo.evaluate.worker.bench import bench, release_memory
 from avo.evaluate.worker.candidate import Candidate, Context, Progress, Verdict
 from avo.evaluate.worker.check import check_candidate, compile_candidate
 from avo.evaluate.worker.correctness import poison_allocations
@@ -218,10 +218,7 @@ def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:
         else:
             task.library(*inputs)
         del inputs
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
+    release_memory(ctx)
     return ops
 
 
