@@ -23,4 +23,4 @@ def make_pool(task_spec: str, *, device: str, gpu, config, pool) -> EvalPool:
     from avo.cluster.ray import ray_pool
 
     return ray_pool(pool.cluster, task_spec, device=device, gpu=gpu, config=config, workers=pool.workers,
-                    stop=threading.Event(), known={})
+                    stop=threading.Event(), known={}, prewarm=pool.prewarm)

@@ -23,6 +23,7 @@ from typing import Any
 
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
+from avo.util.format import first_line
 
 INSTALL = "pip install -e '.[ray]' in avo's checkout (or pip install 'ray[client]>=2.40')"
 MAX_FOLDER_BYTES = 64 << 20
@@ -63,7 +64,7 @@ def connect(address: str):
 
 
 def ray_pool(address: str, task_spec: str, *, device: str, gpu, config, workers: int | None,
-             stop: threading.Event, known: dict):
+             stop: threading.Event, known: dict, prewarm: bool = True):
     from avo.evaluate.pool import EvalPool
 
     ray = connect(address)
@@ -77,7 +78,8 @@ def ray_pool(address: str, task_spec: str, *, device: str, gpu, config, workers:
         raise UserError(f"--cluster {address}: the Ray cluster has no GPUs (resources: {cpus} CPUs); start its "
                         "nodes on GPU machines, or use --device interpret")
     count = min(workers, default) if workers else default  # an actor beyond the cluster's GPUs would never start
-    spec = {"task": task_spec, "device": device, "gpu": gpu.name, "config": config.model_dump(mode="json")}
+    spec = {"task": task_spec, "device": device, "gpu": gpu.name, "config": config.model_dump(mode="json"),
+            "prewarm": prewarm}
     path = task_spec.partition("?")[0]
     if path.endswith(".py"):  # a KernelBench file: its bytes go along, the nodes need not share the path
         spec["task_file"] = (Path(path).name, Path(path).read_bytes())
@@ -88,8 +90,6 @@ def ray_pool(address: str, task_spec: str, *, device: str, gpu, config, workers:
 
 class RaySlot:
     """One evaluation at a time, on a Ray actor that holds one GPU of the cluster (a new one after a loss)."""
-
-    worker = ""
 
     def __init__(self, ray, actor_class, spec: dict, stop: threading.Event, known: dict, unit: str = "GPU"):
         self.ray, self.actor_class, self.spec, self.stop, self.known, self.unit = (ray, actor_class, spec, stop,
@@ -104,6 +104,12 @@ class RaySlot:
             self._drop()
 
     def close(self) -> None:
+        """End the actor after it closed its evaluator and removed its folder (ray.kill alone skips that)."""
+        if self.actor is not None:
+            try:
+                self.ray.get(self.actor.close.remote(), timeout=10)
+            except Exception:  # gone with its node, or stuck: killed below
+                pass
         self._drop()
 
     def evaluate(self, candidate_dir: Path) -> EvalResult:
@@ -133,9 +139,8 @@ class RaySlot:
             return [self._failure(message) for _ in folders]
         except ray.exceptions.RayError as exc:
             node = self.where.get("node") or "of the cluster"
-            text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             message = (f"the Ray node {node} running this evaluation was lost, or its worker died "
-                       f"({type(exc).__name__}: {text})")
+                       f"({first_line(exc)[:300]})")
             failures = [self._failure(message) for _ in folders]
             self._drop()
             return failures
@@ -231,7 +236,10 @@ class NodeEvaluator:
         gpu_ids = ray.get_gpu_ids()
         self.node = f"{socket.gethostname()} {ray.util.get_node_ip_address()} (node {context.get_node_id()[:8]})"
         self.worker = f"gpu {gpu_ids[0]}" if gpu_ids else f"cpu (pid {os.getpid()})"
-        self._tmp = tempfile.TemporaryDirectory(prefix="avo-ray-")
+        from avo.util import procs
+
+        procs.sweep_stale()  # folders of actors that ended without closing (their node's avo never runs here)
+        self._tmp = procs.temp_dir("ray")
         task = spec["task"]
         if spec.get("task_file"):  # a KernelBench file, shipped as bytes
             name, data = spec["task_file"]
@@ -239,19 +247,21 @@ class NodeEvaluator:
             options = task.partition("?")[2]
             task = str(Path(self._tmp.name) / name) + (f"?{options}" if options else "")
         self.evaluator = Evaluator(task, device=spec["device"], gpu=PROFILES[spec["gpu"]],
-                                   config=EvalConfig.model_validate(spec["config"]), prewarm=True,
+                                   config=EvalConfig.model_validate(spec["config"]), prewarm=spec["prewarm"],
                                    worker=self.worker, node=self.node)
         self.evaluator.warm()
-        self._count = 0
 
     def where(self) -> dict:
         return {"node": self.node, "worker": self.worker}
 
+    def close(self) -> None:
+        self.evaluator.close()
+        self._tmp.cleanup()
+
     def run(self, mode: str, files: list[dict[str, bytes]], known: dict) -> str:
         for key, value in known.items():
             self.evaluator.known.setdefault(key, value)
-        self._count += 1
-        with tempfile.TemporaryDirectory(prefix="avo-ray-candidate-") as tmp:
+        with tempfile.TemporaryDirectory(dir=self._tmp.name) as tmp:
             folders = [unpack(f, Path(tmp) / f"candidate{i}") for i, f in enumerate(files)]
             if mode == "confirm":
                 results = list(self.evaluator.confirm(folders[0], folders[1]))

@@ -159,7 +159,7 @@ class Evaluator:
             if self._stopping():
                 self.close()
             else:
-                self._spare.release()
+                self._spare.release(self.known)  # set up after this one reported: it reuses what that learned
         wall = round(time.monotonic() - started, 3)
         for r in results:
             r.wall_s, r.worker, r.node = wall, self.worker, self.node
@@ -171,7 +171,7 @@ class Evaluator:
         stage, case, group, key = "start", "", "import", ("import", "0")
         group_started = time.monotonic()
         while proc.poll() is None:
-            if self.stop is not None and self.stop.is_set():
+            if self._stopping():
                 procs.kill_group(proc)
                 return None
             marks = progress.read_text(errors="replace").splitlines()
@@ -222,7 +222,7 @@ class Evaluator:
         marks = worker.progress_path.read_text(errors="replace").splitlines()
         stage, case = ((marks[-1].split("\t") + ["", ""])[:2]) if marks else ("start", "")
         where = f" during stage {stage}" + (f", case {case}" if case else "")
-        if self.stop is not None and self.stop.is_set():
+        if self._stopping():
             how, where = "was stopped: the run is ending", ""
         tail = worker.stderr_tail(STDERR_TAIL)
         message = f"the evaluation process {how}{where}" + (f"\n{procs.STDERR_MARK}\n{tail}" if tail else "")

@@ -4,8 +4,9 @@ The process is `python -m avo.evaluate.worker` in a temp folder of its own (work
 progress files), with a scrubbed environment, in its own session, dying with avo. It is told its set-up on stdin at
 once and imports torch and Triton; a worker started while the previous candidate is still timed on its GPU (gated)
 waits for `release()` before the part of the set-up that uses the device (the task, the reference's ops, the
-toolchain warm-up); the token and the request follow when a candidate is handed to it. It serves exactly one
-request: the candidate still runs in a process no other candidate has touched. What it learned before any candidate
+toolchain warm-up), and gets with it what the evaluation before it learned (`known`); the token and the request
+follow when a candidate is handed to it. It serves exactly one request: the candidate still runs in a process no
+other candidate has touched. What it learned before any candidate
 code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its request.
 """
 
@@ -50,7 +51,6 @@ class WorkerProcess:
         self.token = secrets.token_hex(16)
         """A secret the worker reads before any candidate code runs and signs its result with: a result file written
         by anyone else (the temp folder is writable to the candidate) is refused."""
-        self.used = False
         self._report: str | None = None
         self._released = False
         self._send(dict(setup, result_path=str(self.result_path), progress_path=str(self.progress_path),
@@ -61,15 +61,15 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def release(self) -> None:
-        """Let it go on with the set-up that uses the device (the task, the reference's ops, the warm-up)."""
+    def release(self, known: dict | None = None) -> None:
+        """Let it go on with the set-up that uses the device (the task, the reference's ops, the warm-up), with
+        `known` (what an earlier worker of the task reported, e.g. the reference's ops) added to its set-up."""
         if not self._released:
             self._released = True
-            self._send("go")
+            self._send({k: v for k, v in (known or {}).items() if v is not None})
 
     def start(self, request: dict) -> bool:
         """Hand the worker its candidates; False if it is gone (its stdin closed): the watch then sees it dead."""
-        self.used = True
         self.release()
         return self._send(self.token) and self._send(dict(request, requested_at=time.time()))
 

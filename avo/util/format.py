@@ -17,3 +17,9 @@ def finite(value: float | int | None, spec: str = ".4g", none: str = "-") -> str
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return number(value, spec, none)
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: first line of the message` (the type alone for an empty message): an error in one line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

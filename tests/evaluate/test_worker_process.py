@@ -46,6 +46,28 @@ def test_a_prepared_worker_scores_the_next_candidate_without_the_set_up(tmp_path
     assert second.wall_s < first.wall_s - 0.5, (first.wall_s, second.wall_s)
 
 
+def test_the_worker_prepared_during_the_first_evaluation_is_told_the_ops_it_recorded(monkeypatch):
+    """The second worker starts (gated) before the first has reported the reference's ops; it is told them when it
+    is let go, so it does not record them over every check case again."""
+    from avo.evaluate.worker_process import WorkerProcess
+
+    sent: list[tuple[int, object]] = []
+    original = WorkerProcess._send
+    monkeypatch.setattr(WorkerProcess, "_send", lambda self, payload: sent.append((id(self), payload))
+                        or original(self, payload))
+    ev = evaluator(prewarm=True)
+    try:
+        assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        spare = id(ev._spare)
+        told = [payload for who, payload in sent if who == spare]
+        assert told[0]["forbidden"] is None, "created before the first worker reported"
+        assert told[1] == {"forbidden": ev.known["forbidden"]} and "mm" in told[1]["forbidden"], told
+        wait_until_set_up(ev)
+        assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+    finally:
+        ev.close()
+
+
 def test_a_prepared_worker_that_died_while_waiting_is_replaced():
     ev = evaluator(prewarm=True)
     try:

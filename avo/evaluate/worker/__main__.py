@@ -28,8 +28,9 @@ def _no_core_dumps() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Standard input carries four lines from the parent: the set-up (task, device, config, where to write); `go`,
-    once the device is free for the set-up's own work (until then only modules are imported, which touches no
+    """Standard input carries four lines from the parent: the set-up (task, device, config, where to write); a
+    `go` object (what earlier workers of the task learned, e.g. the reference's ops), once the device is free for
+    the set-up's own work (until then only modules are imported, which touches no
     GPU, so a worker can start while another candidate is timed on its GPU); then, when a candidate is to be
     scored, the token that signs the result and the request (mode, candidates). `--ready-fd N` names a pipe that
     gets what later workers may reuse (`Prepared.known`) and is closed before any candidate code runs."""
@@ -39,8 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     _no_core_dumps()
     evaluation._import_toolchain()
     setup["startup_s"] = time.time() - float(setup.get("spawned_at") or time.time())
-    if sys.stdin.readline().strip() != "go":  # the parent let this worker go before its set-up
+    go = sys.stdin.readline().strip()  # a JSON object: what earlier workers learned (empty: let go unused)
+    if not go:
         os._exit(0)
+    setup.update(json.loads(go))
     result_file = open(setup["result_path"], "w")
     progress = Progress(open(setup["progress_path"], "a"))
     prepared = evaluation.prepare(setup, progress)

@@ -15,7 +15,6 @@ reference.
 
 from __future__ import annotations
 
-import functools
 import random
 from typing import Any
 
@@ -70,7 +69,7 @@ def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> No
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
     wanted = max(1, int(ctx.config.get("input_sets", 3)))
-    reference = getattr(task, "timed_reference", None) or task.reference
+    reference = ctx.timed_reference
     parts = Parts("bench")
     for ci, case in enumerate(task.cases(ctx.bench_suite)):
         live = [c for c in cands if c.passing]
@@ -86,12 +85,9 @@ def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> No
             for cand in live:
                 cand.result.notes.append(size.note(case.name))
         rows = {}
-        case_forbidden = forbidden
-        if guards.watches_ops(ctx.ops):  # recorded in the set-up where it ran on a GPU (evaluation._bench_ops)
-            recorded = ctx.bench_ops.get(case.name)
-            if recorded is None:
-                recorded = guards.forbidden_ops(functools.partial(task.library, *sources[0]))
-            case_forbidden = forbidden | recorded
+        # The library's ops on this case's shapes, recorded in the set-up (evaluation._bench_ops); on the merged
+        # suite they are in `forbidden` already, recorded over the check cases.
+        case_forbidden = forbidden | ctx.bench_ops.get(case.name, frozenset())
         parts.start("check")
         ref = None if merged else reference(*sources[0])
         for cand in live:
@@ -164,7 +160,7 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
             cand.finish(verdict)
             continue
         row = rows[cand.index]
-        _check_timed_outputs(task, case, cand, row, [*spots.kept(name), audited], rotation, shape, dtype)
+        _check_timed_outputs(ctx, case, cand, row, [*spots.kept(name), audited], rotation, shape, dtype)
         _record_times(row, measured[name], lib, flops)
 
 
@@ -183,10 +179,10 @@ def _reject_timed_misconduct(ctx: Context, case: Any, name: str, measured: dict,
         raise Verdict("rejected", exc.rule, f"{exc.message} (case {case.name}, timed call {i})")
 
 
-def _check_timed_outputs(task: Any, case: Any, cand: Candidate, row: Any, outputs: list[tuple[int, Any]],
+def _check_timed_outputs(ctx: Context, case: Any, cand: Candidate, row: Any, outputs: list[tuple[int, Any]],
                          rotation: InputRotation, shape: Any, dtype: Any) -> None:
     """The sampled timed output and the audited one, each against the reference on its own call's inputs."""
-    reference = getattr(task, "timed_reference", None) or task.reference
+    task, reference = ctx.task, ctx.timed_reference
     for i, out in outputs:
         ref = reference(*rotation.rebuild(i))
         try:

@@ -86,6 +86,12 @@ class Context:
         return "cuda" if self.device == "cuda" else "cpu"
 
     @property
+    def timed_reference(self) -> Any:
+        """What bench-stage outputs are checked against: the task's `timed_reference` where it has one, else its
+        exact reference (worker/bench.py says why)."""
+        return getattr(self.task, "timed_reference", None) or self.task.reference
+
+    @property
     def ops(self) -> str:
         """The task's policy on library ops: 'strict' (every compute op the candidate's own) or 'partial'."""
         return getattr(self.task, "ops", "strict")

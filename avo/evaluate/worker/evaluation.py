@@ -205,10 +205,10 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
 def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:
     """The library once on each bench case's shapes (inputs of another seed, freed at once), under the op recorder
     where the policy watches ops: the ops per case, and the library's first-call work on each shape (cuDNN builds
-    an execution plan per shape, ~0.1 s each) done before any candidate. On the interpreter the bench suite is the
-    check suite, already recorded."""
+    an execution plan per shape, ~0.1 s each) done before any candidate. Nothing where the bench suite is the check
+    suite (the interpreter's tiny one): `_forbidden` recorded the library over those cases."""
     task = ctx.task
-    if ctx.device != "cuda" or not ctx.bench_suite or ctx.bench_suite == ctx.check_suite:
+    if not ctx.bench_suite or ctx.bench_suite == ctx.check_suite:
         return {}
     ops = {}
     for i, case in enumerate(task.cases(ctx.bench_suite)):

@@ -166,7 +166,7 @@ def ratio_error(mine: Measurement, base: Measurement) -> float | None:
 
 
 def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us,
-              stop: _Stop | None = None) -> dict[str, Measurement]:
+              stop: _Stop) -> dict[str, Measurement]:
     import torch
 
     synchronize = torch.cuda.synchronize
@@ -212,7 +212,7 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
             record.samples_ms.extend(times)
             record.round_medians_ms.append(statistics.median(times))
             record.sync_gaps_ms.extend(end.elapsed_time(after) for _, end, after in events[c.name])
-        if stop is not None and stop.reached(results):
+        if stop.reached(results):
             break
     return results
 

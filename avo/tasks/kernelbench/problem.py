@@ -23,16 +23,12 @@ from typing import Any
 from avo.errors import UserError
 from avo.tasks.kernelbench.cache import Measure, MeasureCache
 from avo.tasks.kernelbench.sizes import knob_size
+from avo.util.format import first_line
 
 FORMAT = "a KernelBench-format file defines class Model(nn.Module), get_inputs() and get_init_inputs()"
 INIT_ONLY_KNOB_MIN = 16
 """A constant read only by get_init_inputs counts as a size from this value up (below: kernel sizes, strides)."""
 _counter = itertools.count()
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def import_problem(path: Path) -> types.ModuleType:

@@ -24,6 +24,7 @@ from avo.tasks.kernelbench.models import (Variant, bind, build_variant, dispatch
 from avo.tasks.kernelbench.problem import Problem, cast_input, signature
 from avo.tasks.kernelbench.sizes import downsized, format_size, second_sizes
 from avo.tasks.kernelbench.spec import BASELINES, DTYPES, OPS, absolute_spec, parse_spec
+from avo.util.format import first_line
 from avo.util.atomic import write_text_atomic
 from avo.util.cache import cache_root
 
@@ -238,8 +239,8 @@ class KernelBenchTask:
         except UserError:
             raise
         except Exception as exc:  # the problem file's own code failed: the user's to fix, not avo's
-            raise UserError(f"{self.path.name}: {self._faulting_part(exc)} raised {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''} (at its smallest size, on the CPU): "
+            raise UserError(f"{self.path.name}: {self._faulting_part(exc)} raised {first_line(exc)} "
+                            "(at its smallest size, on the CPU): "
                             "the problem file must run as given; fix it and start again") from None
         if device != "cuda":
             return
