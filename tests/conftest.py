@@ -1,4 +1,5 @@
-"""Shared test set-up: tests marked `gpu` skip cleanly on machines without an NVIDIA GPU."""
+"""Shared test set-up: tests marked `gpu` skip cleanly on machines without an NVIDIA GPU; `private_cache` gives a
+module a cache of its own (`pytestmark = pytest.mark.usefixtures("private_cache")`)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def private_cache(tmp_path_factory):
+    """KernelBench measurements and first candidates go to a cache of the module's own (evaluation workers inherit
+    it through the environment)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield

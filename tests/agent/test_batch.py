@@ -57,16 +57,11 @@ def kernel(speed: float, delay: float = 0.05) -> str:
 
 def evolve(tmp_path, pool, script, max_candidates: int) -> tuple[int, Run, Loopback]:
     """`avo evolve --agent anthropic` on the fake task, its evaluations on `pool`, the model a loopback server."""
-    with Loopback(sequence(script)) as server:
-        import os
-
-        os.environ["ANTHROPIC_BASE_URL"] = server.url
-        try:
-            session, run, lines = fake_session(tmp_path, evaluator=pool, flags={
-                "agent.kind": "anthropic", "budget.max_candidates": max_candidates})
-            outcome = run_session(session, run, lines)
-        finally:
-            del os.environ["ANTHROPIC_BASE_URL"]
+    with Loopback(sequence(script)) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANTHROPIC_BASE_URL", server.url)
+        session, run, lines = fake_session(tmp_path, evaluator=pool, flags={
+            "agent.kind": "anthropic", "budget.max_candidates": max_candidates})
+        outcome = run_session(session, run, lines)
     return outcome.code, Run.open("latest", tmp_path / "runs"), server
 
 

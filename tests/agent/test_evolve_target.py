@@ -63,7 +63,9 @@ HOPPER_ONLY = {"cuda_wgmma", "cuda_fa3"}
 
 
 def test_the_wgmma_seeds_are_accepted_on_hopper_and_the_other_seeds_on_b200():
-    for seed in sorted(KERNELS.glob("*/*")):
+    seeds = sorted(KERNELS.glob("*/*"))
+    assert HOPPER_ONLY <= {s.name for s in seeds}, "a wgmma seed was renamed: the Hopper branch would check nothing"
+    for seed in seeds:
         if seed.name in HOPPER_ONLY:
             check_seed_for_gpu(seed, PROFILES["h200"])
             with pytest.raises(UserError, match="sm_100a"):

@@ -33,7 +33,12 @@ def start(runs: Path, config: Path, *extra: str) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen, timeout: float = 300) -> Run:
-    out, _ = proc.communicate(timeout=timeout)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # a hung evolve must not outlive the test (its workers die with it)
+        proc.kill()
+        proc.wait()
+        raise
     assert proc.returncode == 0, out[-3000:]
     run = Run.open("latest", Path(proc.args[proc.args.index("--runs-dir") + 1]))
     run.output = out

@@ -15,6 +15,8 @@ from avo.config import EvalConfig
 from avo.evaluate.harness import Evaluator
 from avo.gpus import PROFILES
 
+pytestmark = pytest.mark.usefixtures("private_cache")
+
 PROBLEMS = Path(__file__).resolve().parents[1] / "tasks" / "kernelbench" / "kb_problems"
 CANDIDATES = PROBLEMS / "candidates"
 H200 = PROFILES["h200"]
@@ -50,14 +52,6 @@ def evaluate(candidate: str, root: Path, device: str = "interpret", spec_options
         defaults = {"seed": 7}
     spec = str(problem_of(candidate)) + spec_options
     return Evaluator(spec, device=device, gpu=H200, config=EvalConfig(**(defaults | settings))).evaluate(folder)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    """Measurements and first candidates go to a cache of this module's own (the worker inherits it)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ from avo.config import EvalConfig
 from avo.evaluate.harness import Evaluator
 from avo.gpus import PROFILES
 
+pytestmark = pytest.mark.usefixtures("private_cache")
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
 PROBLEMS = EXAMPLES / "problems"
 SOLUTIONS = EXAMPLES / "solutions"
@@ -35,13 +37,6 @@ EXPECTED = {
     ("9_Matmul_Subtract_Multiply_ReLU_tf32", "9_Matmul_Subtract_Multiply_ReLU", ""):
         ("incorrect", "check.mismatch", "(inputs scaled by 2): relative error"),
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 def evaluate(source: Path, stem: str, options: str, root: Path):

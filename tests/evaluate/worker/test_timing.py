@@ -69,20 +69,34 @@ def test_gpu_path_alternates_contenders_call_by_call(monkeypatch):
     assert 0.9 <= result["a"].ms < 20
 
 
+class _Clock:
+    """A clock the contenders advance by the time they "take": stop rules see exact times, whatever the load."""
+
+    now = 0.0
+
+    class Event(_FakeEvent):
+        def record(self):
+            self.t = _Clock.now
+
+    @staticmethod
+    def take(seconds: float) -> None:
+        _Clock.now += seconds
+
+
 def test_rounds_stop_early_only_once_every_contender_is_steady(monkeypatch):
     """min_rounds and target_error: steady contenders end after min_rounds; one whose round medians swing (every
     other round ten times slower) keeps the others in all five rounds; target_error 0 always times all rounds."""
     import avo.evaluate.worker.timing as timing
 
-    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "Event", _Clock.Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
-    steady = Contender("steady", lambda i: (i,), lambda args: time.sleep(0.002))
+    steady = Contender("steady", lambda i: (i,), lambda args: _Clock.take(0.002))
     calls = {"n": 0}
 
     def swinging(args):
         calls["n"] += 1
-        time.sleep(0.02 if (calls["n"] // 2) % 2 else 0.001)
+        _Clock.take(0.02 if (calls["n"] // 2) % 2 else 0.001)
 
     swing = Contender("swing", lambda i: (i,), swinging)
 
@@ -102,7 +116,7 @@ def test_paired_rounds_stop_when_the_ratio_is_steady_though_both_times_swing(mon
     same case takes every round."""
     import avo.evaluate.worker.timing as timing
 
-    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "Event", _Clock.Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
     calls = {"n": 0}
@@ -111,7 +125,7 @@ def test_paired_rounds_stop_when_the_ratio_is_steady_though_both_times_swing(mon
         def run(args):
             calls["n"] += 1
             slow = (calls["n"] - 1) // 2 % 2 and calls["n"] > 4  # rounds 1, 3: both slow (after two warm-ups each)
-            time.sleep(base_s * (10 if slow else 1))
+            _Clock.take(base_s * (10 if slow else 1))
         return run
 
     def rounds(**kw):

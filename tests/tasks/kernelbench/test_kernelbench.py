@@ -17,20 +17,14 @@ from avo.tasks.kernelbench.spec import absolute_spec, with_options
 from avo.tasks.kernelbench.task import TINY_ELEMENTS, KernelBenchTask
 from avo.tasks.kernelbench.sizes import second_sizes
 
+pytestmark = pytest.mark.usefixtures("private_cache")
+
 PROBLEMS = Path(__file__).parent / "kb_problems"
 BROKEN = PROBLEMS / "broken"
 
 
 def load(name: str, options: str = "") -> KernelBenchTask:
     return tasks.load(str(PROBLEMS / f"{name}.py") + options)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    """Measurements and first candidates go to a cache of this module's own."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AVO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 @pytest.fixture(scope="module")
