@@ -176,12 +176,15 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
     return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped
 
 
-def flatten(data: dict, prefix: str = "") -> dict:
-    """{"budget": {"hours": 1}} -> {"budget.hours": 1}, the shape RunConfig.load takes as overrides."""
-    flat = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and key != "prices_usd_per_mtok":
-            flat.update(flatten(value, f"{prefix}{key}."))
+def flatten(model: BaseModel, prefix: str = "", mode: str = "python") -> dict:
+    """RunConfig(budget=Budget(hours=1)) -> {"budget.hours": 1, ...}, the shape RunConfig.load takes as overrides:
+    sub-configs are walked, every other value (a dict such as the price table included) is one setting, dumped in
+    `mode` (pydantic's)."""
+    flat, dumped = {}, model.model_dump(mode=mode)
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        if isinstance(value, BaseModel):
+            flat.update(flatten(value, f"{prefix}{key}.", mode))
         else:
-            flat[f"{prefix}{key}"] = value
+            flat[f"{prefix}{key}"] = dumped[key]
     return flat

@@ -83,7 +83,7 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
                   f"{result.stage_s.get('waited', '-')} compile {result.stage_s.get('compile', 0):.1f} check "
                   f"{result.stage_s.get('check', 0):.1f} bench {result.stage_s.get('bench', 0):.1f}", flush=True)
     finally:
-        scorer.close() if hasattr(scorer, "close") else None
+        scorer.close()
     return rows
 
 

@@ -60,7 +60,7 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
         kept = {k: v for k, v in overrides.items() if k.startswith(RESUMABLE) and v is not None}
-        config = RunConfig.load(None, {**flatten(run.config.model_dump()), **kept})
+        config = RunConfig.load(None, {**flatten(run.config), **kept})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
         from avo.tasks.kernelbench.spec import absolute_spec

@@ -157,7 +157,7 @@ def case_rows(recorded: EvalResult | None, now: EvalResult) -> list[tuple[str, .
 def redrive_settings(run, *, runs_dir: Path, device: str | None, gpu: str | None) -> dict:
     """The flags of a new run whose model turns are the recorded ones (its tools, edits and evaluations, run for
     real here): the recorded task and settings, the replay agent, and a budget the recorded turns decide."""
-    settings = flatten(run.config.model_dump(mode="json"))
+    settings = flatten(run.config, mode="json")
     settings.update({
         "runs_dir": str(runs_dir), "agent.kind": "replay", "agent.replay_from": str(run.path),
         # the recorded turns decide how long the re-drive lasts, not the original budget
