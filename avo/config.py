@@ -176,6 +176,10 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
     return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped
 
 
+RESUMABLE = ("budget.", "agent.", "pool.")
+"""Prefixes of the settings a resumed run takes from the command line; the rest is the run's recorded config."""
+
+
 def flatten(model: BaseModel, prefix: str = "", mode: str = "python") -> dict:
     """RunConfig(budget=Budget(hours=1)) -> {"budget.hours": 1, ...}, the shape RunConfig.load takes as overrides:
     sub-configs are walked, every other value (a dict such as the price table included) is one setting, dumped in

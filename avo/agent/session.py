@@ -22,7 +22,7 @@ from avo.agent.loop import Agent
 from avo.agent.models.factory import make_model
 from avo.agent.seed import baseline, check_seed_for_agent, seed_failure, seed_folder
 from avo.agent.tools.base import LoopState, ToolContext, collect
-from avo.config import RunConfig, flatten
+from avo.config import RESUMABLE, RunConfig, flatten
 from avo.errors import UserError
 from avo.gpus import resolve
 from avo.run.directory import Run
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from avo.tasks.base import Task
 
 FIXED_ON_RESUME = ("kernel", "gpu", "device", "seed_kernel")
-RESUMABLE = ("budget.", "agent.", "pool.")
-"""Prefixes of the settings a resumed run takes from the command line; the rest is the run's recorded config."""
 
 
 class Settled(NamedTuple):

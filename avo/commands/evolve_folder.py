@@ -24,9 +24,8 @@ INTERRUPTED = 130
 def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, quiet: bool, ops: str | None,
                   hours_per_problem: float | None, sweep_id: str | None, out=None) -> int:
     from avo.commands.bench_folder import load_problem
-    from avo.agent.session import RESUMABLE
     from avo.commands.evolve import evolve
-    from avo.config import RunConfig
+    from avo.config import RESUMABLE, RunConfig
     from avo.run.directory import Run, check_run_id
     from avo.tasks.kernelbench.spec import with_options
 

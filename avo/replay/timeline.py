@@ -79,6 +79,9 @@ class Timeline:
     def __init__(self):
         self.steps: list[Step] = []
         self.pending: Step | None = None
+        self.held: list[Marker] = []
+        """Markers that came while the pending step's calls were still running (a confirmation inside an
+        `evaluate`): they follow that step."""
         self.best_cid: str | None = None
         self.best_fitness: float | None = None
         self.timing_source: str | None = None
@@ -91,6 +94,8 @@ class Timeline:
             self.pending = self._open(event)
         elif kind in ("tool_call", "tool_result"):
             self._attach(event)
+        elif self.pending is not None and not self.pending.complete:
+            self.held.append(Marker(kind, event))
         else:
             done += self.flush()
             if kind == "baseline" and event.get("status") == "correct":
@@ -100,12 +105,12 @@ class Timeline:
             done += self.flush()
         return done
 
-    def flush(self) -> list[Step]:
-        """The step in progress, complete or not."""
-        if self.pending is None:
-            return []
-        step, self.pending = self.pending, None
-        return [step]
+    def flush(self) -> list[Step | Marker]:
+        """The step in progress, complete or not, and the markers held while it ran."""
+        done: list[Step | Marker] = [self.pending] if self.pending is not None else []
+        done += self.held
+        self.pending, self.held = None, []
+        return done
 
     def _open(self, event: dict) -> Step:
         step = Step(number=len(self.steps) + 1, turn=event, best_cid=self.best_cid, best_fitness=self.best_fitness)

@@ -14,6 +14,7 @@ from rich.text import Text
 from avo.errors import UserError
 from avo.replay.timeline import Call, Marker, Step, Timeline, build, tail
 from avo.util import format as fmt
+from avo.util.format import clock, one_line
 
 PHASE_STYLE = {"observe": "cyan", "orient": "magenta", "decide": "yellow", "act": "bold green"}
 
@@ -22,18 +23,6 @@ def console_for(out=None) -> Console:
     # piped output keeps whole lines rather than rich's 80-column default
     console = Console(file=out)
     return console if console.is_terminal else Console(file=out, width=160, soft_wrap=False)
-
-
-def clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def call_brief(call: Call) -> str:

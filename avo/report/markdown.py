@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from avo.util.format import number
+from avo.util.format import clock, number
 
 
 def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _clock(seconds) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _quote(text: str) -> list[str]:
@@ -25,8 +18,8 @@ def budget_line(data) -> str:
     budget = (data.info.get("config") or {}).get("budget") or {}
     progress = data.last_progress
     hours = budget.get("hours")
-    parts = [f"{_clock(progress.get('elapsed_s'))} of {hours:g} h" if isinstance(hours, (int, float))
-             else _clock(progress.get("elapsed_s"))]
+    parts = [f"{clock(progress.get('elapsed_s'))} of {hours:g} h" if isinstance(hours, (int, float))
+             else clock(progress.get("elapsed_s"))]
     candidates = progress.get("candidates", sum(1 for p in data.points if p.parent is not None))
     parts.append(f"{candidates} candidates" + (f" of {budget['max_candidates']}" if budget.get("max_candidates")
                                                else ""))

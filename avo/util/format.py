@@ -23,3 +23,17 @@ def first_line(exc: BaseException) -> str:
     """`Type: first line of the message` (the type alone for an empty message): an error in one line."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def clock(seconds: float | None) -> str:
+    """Elapsed seconds as h:mm:ss; '-' when unknown."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (whitespace runs made single spaces), cut to `limit` characters with '...'."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -18,6 +18,7 @@ from pygments.formatters import HtmlFormatter
 from avo.report.build import gather
 from avo.report.colors import STATUS_COLOR
 from avo.report.markdown import budget_line
+from avo.util.format import number
 from avo.web import model, svg
 
 TEXT_LIMIT = 20_000
@@ -45,7 +46,7 @@ def _env() -> Environment:
     env.filters["clip"] = lambda text, n=TEXT_LIMIT: text if len(text) <= n else text[:n] + f"\n... ({len(text) - n} "\
                                                                                           "more characters)"
     env.filters["pretty"] = lambda value: json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    env.filters["num"] = lambda v, fmt=".4g": "-" if v is None else format(v, fmt)
+    env.filters["num"] = number
     env.globals["status_color"] = STATUS_COLOR
     return env
 

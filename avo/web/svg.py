@@ -12,6 +12,7 @@ from collections.abc import Callable
 from markupsafe import Markup, escape
 
 from avo.report.colors import ACCEPTED_COLOR, STATUS_COLOR
+from avo.util.format import one_line
 
 WIDTH, HEIGHT = 920, 280
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 14, 42
@@ -126,11 +127,6 @@ def lineage_tree(points, link: Callable[[str], str], best: str | None, baseline:
                    f'<circle cx="{x}" cy="{y:.0f}" r="{6 if p.accepted else 5}" fill="{color}" {ring}/>'
                    f'<text x="{x + 12}" y="{y + 4:.0f}"><tspan class="cid">{escape(p.cid)}</tspan>'
                    f'<tspan dx="8">{escape(p.status)}</tspan><tspan dx="8">{p.fitness:.4g}</tspan>{labels}'
-                   f'<tspan dx="10" class="result">{escape(_short(said, 100))}</tspan></text></g></a>')
+                   f'<tspan dx="10" class="result">{escape(one_line(said, 100))}</tspan></text></g></a>')
     out.append("</svg>")
     return Markup("".join(out))
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -50,6 +50,24 @@ def test_note_only_and_checkout_only_turns_are_orient_and_decide():
         assert [s.phase for s in done] == [phase]
 
 
+def test_a_confirmation_inside_an_evaluate_stays_in_its_step():
+    """A new best is confirmed between the evaluate's call and its result: the step stays one (its rationale and
+    result together), and the confirmation's markers follow it."""
+    events = [{"kind": "model_turn", "text": "try", "tool_calls": [{"id": "e", "name": "evaluate",
+                                                                  "arguments": {"rationale": "BLOCK_K 64"}}]},
+              {"kind": "tool_call", "id": "e", "name": "evaluate", "arguments": {"rationale": "BLOCK_K 64"}},
+              {"kind": "confirm_start", "cid": "c0001", "against": "c0000"},
+              {"kind": "confirm_end", "cid": "c0001", "accepted": True},
+              {"kind": "tool_result", "id": "e", "name": "evaluate", "content": "c0001: correct",
+               "data": {"cid": "c0001", "status": "correct", "best_cid": "c0001", "best_fitness": 1.2}}]
+    timeline, items = build(events)
+    assert len(timeline.steps) == 1
+    step, *markers = items
+    assert step is timeline.steps[0] and step.calls[0].arguments == {"rationale": "BLOCK_K 64"}
+    assert step.evaluations[0]["cid"] == "c0001"
+    assert [m.kind for m in markers] == ["confirm_start", "confirm_end"]
+
+
 def test_timeline_shows_phases_calls_rationale_results_and_best(runs, capsys):
     code, out, _ = avo(capsys, "replay", "gpu-shaped", "--runs-dir", runs)
     assert code == 0
