@@ -13,7 +13,6 @@ for them (it may read the lineage or the best), and so does a budget check that 
 from __future__ import annotations
 
 import shutil
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,6 @@ from avo.util import procs
 from avo.agent.acceptance import answer_duplicate, file_result
 from avo.agent.models.base import ToolCall, ToolResult
 from avo.agent.stops import StopRun
-from avo.agent.tools.base import ToolError
-from avo.errors import UserError
 from avo.run.lineage.records import CID_PATTERN, content_hash
 
 OVERLAPPING = {"read_file", "write_file", "edit_file", "list_files", "note"}
@@ -146,27 +143,20 @@ class Batch:
         self.pending, self.follows = [], None
 
     def finish(self, p: Pending, workspace_parent: str | None = None) -> ToolResult:
-        ctx, data, error = self.ctx, None, True
-        try:
+        ctx = self.ctx
+
+        def work() -> tuple:
             if p.duplicate_of is not None:
                 p.cid = self.resolve(p.duplicate_of)
-                content, data = answer_duplicate(ctx, p.cid)
-            else:
-                result = p.future.result()
-                content, data = file_result(ctx, p.folder, self.resolve_parent(p.parent), p.rationale, result)
-                p.cid = data["cid"]
-            error = False
-        except (ToolError, UserError) as exc:
-            content = f"evaluate failed: {exc}"
-        except Exception as exc:  # a bug must not end a week-long run; the transcript keeps the trace
-            content = f"evaluate failed with an internal error: {type(exc).__name__}: {exc}"
-            data = {"traceback": traceback.format_exc(limit=8)}
+                return answer_duplicate(ctx, p.cid)
+            content, data = file_result(ctx, p.folder, self.resolve_parent(p.parent), p.rationale, p.future.result())
+            p.cid = data["cid"]
+            return content, data
+
+        try:
+            return self.agent.answer(p.call, work, workspace_parent)
         finally:
             p.scratch.cleanup()
-        result = ToolResult(call_id=p.call.id, name=p.call.name, content=content, is_error=error, data=data)
-        self.agent.record("tool_result", id=p.call.id, name=p.call.name, content=content, is_error=error, data=data,
-                          workspace_parent=workspace_parent or ctx.state.parent, **self.agent.progress())
-        return result
 
     def resolve(self, ref: str | int | None) -> str | None:
         return self.pending[ref].cid if isinstance(ref, int) else ref

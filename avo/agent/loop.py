@@ -11,7 +11,8 @@ import signal
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -142,29 +143,36 @@ class Agent:
 
     def execute(self, call: ToolCall) -> ToolResult:
         self.record("tool_call", id=call.id, name=call.name, arguments=call.arguments, raw_arguments=call.raw_arguments)
-        data, error = None, True
         tool = self.tools.get(call.name)
         if tool is None:
-            content = f"unknown tool '{call.name}'; available: {', '.join(self.tools)}"
-        elif call.raw_arguments is not None:
-            content = f"the arguments of {call.name} were not valid JSON: {call.raw_arguments[:300]!r}"
-        else:
-            try:
-                out = tool.fn(self.ctx, tool.args.model_validate(call.arguments))
-                content, data = out if isinstance(out, tuple) else (out, None)
-                error = False
-            except ValidationError as exc:
-                content = f"bad arguments for {call.name}: " + "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-            except (ToolError, UserError) as exc:
-                content = f"{call.name} failed: {exc}"
-            except Exception as exc:  # a tool bug must not end a week-long run; the transcript keeps the trace
-                content = f"{call.name} failed with an internal error: {type(exc).__name__}: {exc}"
-                data = {"traceback": traceback.format_exc(limit=8)}
-        result = ToolResult(call_id=call.id, name=call.name, content=content, is_error=error, data=data)
+            return self.recorded(call, f"unknown tool '{call.name}'; available: {', '.join(self.tools)}")
+        if call.raw_arguments is not None:
+            return self.recorded(call, f"the arguments of {call.name} were not valid JSON: "
+                                       f"{call.raw_arguments[:300]!r}")
+        return self.answer(call, lambda: tool.fn(self.ctx, tool.args.model_validate(call.arguments)))
+
+    def answer(self, call: ToolCall, work: Callable[[], Any], workspace_parent: str | None = None) -> ToolResult:
+        """The call's result from `work` (the tool: text, or (text, data)), recorded; its failures become error
+        results the model reads, never the end of the run (agent/batch.py files its evaluations through here too)."""
+        try:
+            out = work()
+        except ValidationError as exc:
+            return self.recorded(call, f"bad arguments for {call.name}: " + "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()), workspace_parent)
+        except (ToolError, UserError) as exc:
+            return self.recorded(call, f"{call.name} failed: {exc}", workspace_parent)
+        except Exception as exc:  # a tool bug must not end a week-long run; the transcript keeps the trace
+            return self.recorded(call, f"{call.name} failed with an internal error: {type(exc).__name__}: {exc}",
+                                 workspace_parent, data={"traceback": traceback.format_exc(limit=8)})
+        content, data = out if isinstance(out, tuple) else (out, None)
+        return self.recorded(call, content, workspace_parent, data=data, error=False)
+
+    def recorded(self, call: ToolCall, content: str, workspace_parent: str | None = None, *, data: Any = None,
+                 error: bool = True) -> ToolResult:
+        """The result, with its `tool_result` event (and the workspace's parent a resume reads)."""
         self.record("tool_result", id=call.id, name=call.name, content=content, is_error=error, data=data,
-                    workspace_parent=self.ctx.state.parent, **self.progress())
-        return result
+                    workspace_parent=workspace_parent or self.ctx.state.parent, **self.progress())
+        return ToolResult(call_id=call.id, name=call.name, content=content, is_error=error, data=data)
 
     def check_budget(self) -> None:
         """The one place limits are checked."""
