@@ -17,7 +17,7 @@ from avo.util.atomic import replacing
 from avo.errors import UserError
 from avo.run.lineage.repo import Lineage
 from avo.run.lineage.objects import run_git
-from avo.run.directory import Run, check_run_id, now, write_json_atomic
+from avo.run.directory import Run, check_run_id, lay_out, now, write_json_atomic
 
 FORMAT = "avo-run-export"
 _TOP_FILES = ("run.json", "transcript.jsonl", "notes.md")
@@ -81,10 +81,7 @@ def _import(tar: tarfile.TarFile, file: Path, runs_dir: Path) -> Run:
     try:
         _extract(tar, staging)
         _restore_lineage(staging, file)
-        for sub in ("evals", "profiles", "report", "workspace"):
-            (staging / sub).mkdir(exist_ok=True)
-        for name in ("transcript.jsonl", "notes.md"):
-            (staging / name).touch()
+        lay_out(staging)
         try:
             info = json.loads((staging / "run.json").read_text())
             if not isinstance(info, dict) or not isinstance(info.get("config"), dict):

@@ -79,6 +79,14 @@ def runs_folder(runs_dir: Path) -> Path:
     return runs_dir
 
 
+def lay_out(folder: Path) -> None:
+    """The run directory's folders and log files, where they are missing (a new run, an imported one)."""
+    for sub in ("evals", "profiles", "report", "workspace"):
+        (folder / sub).mkdir(exist_ok=True)
+    for name in ("transcript.jsonl", "notes.md"):
+        (folder / name).touch()
+
+
 class Run:
     """One run directory. Writers hold `run.lock()`; readers need nothing."""
 
@@ -117,10 +125,7 @@ class Run:
         # built under a hidden name and renamed into place, so a crash never leaves half a run
         staging = runs_dir / f".creating-{run_id}-{os.getpid()}"
         staging.mkdir()
-        for sub in ("evals", "profiles", "report", "workspace"):
-            (staging / sub).mkdir()
-        (staging / "transcript.jsonl").touch()
-        (staging / "notes.md").touch()
+        lay_out(staging)
         Lineage.init(staging / "lineage").close()
         stamp = now()
         write_json_atomic(staging / "run.json", {
