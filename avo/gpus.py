@@ -81,26 +81,35 @@ PROFILES: dict[str, GpuProfile] = {
 def detect() -> GpuProfile | None:
     """The profile of GPU 0 as NVML names it, or None when there is no NVIDIA GPU or it is not a known one."""
     name = nvml_device_name()
-    if name is None:
-        return None
-    for profile in PROFILES.values():
-        if any(key in name for key in profile.nvml_names):
-            return profile
-    return None
+    return None if name is None else profile_named(name)
 
 
-def nvml_device_name(index: int = 0) -> str | None:
+def profile_named(nvml_name: str) -> GpuProfile | None:
+    """The profile whose NVML names `nvml_name` contains ('NVIDIA H200' -> h200), or None."""
+    return next((p for p in PROFILES.values() if any(key in nvml_name for key in p.nvml_names)), None)
+
+
+def _nvml(query, default):
+    """`query(pynvml)` between NVML's init and shutdown; `default` without NVML or a GPU."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+            return query(pynvml)
         finally:
             pynvml.nvmlShutdown()
     except Exception:
-        return None
+        return default
+
+
+def nvml_device_name(index: int = 0) -> str | None:
+    name = _nvml(lambda nvml: nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index)), None)
     return name.decode() if isinstance(name, bytes) else name
+
+
+def nvml_device_count() -> int:
+    return int(_nvml(lambda nvml: nvml.nvmlDeviceGetCount(), 0))
 
 
 def resolve(gpu: str, device: str) -> GpuProfile:

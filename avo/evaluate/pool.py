@@ -118,8 +118,8 @@ def make_pool(task_spec: str, *, device: str, gpu, config, pool) -> EvalPool:
         raise UserError("--workers sets how many interpreter CPU workers run (--device interpret); on GPUs give "
                         "--gpus 0,1,2,3 or --gpus all, one worker per GPU")
     if not pool.gpus:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-        return EvalPool([evaluator(f"gpu {visible}", {})], stop)
+        first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"  # without asking NVML
+        return EvalPool([evaluator(f"gpu {first}", {})], stop)
     chosen = choose_gpus(pool.gpus, visible_gpus())
     check_same_kind(chosen, gpu)
     return EvalPool([evaluator(f"gpu {g}", {"CUDA_VISIBLE_DEVICES": g}) for g in chosen], stop)
@@ -130,6 +130,8 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [g.strip() for g in listed.split(",") if g.strip()]
+    from avo.gpus import nvml_device_count
+
     return [str(i) for i in range(nvml_device_count())]
 
 
@@ -162,16 +164,3 @@ def check_same_kind(chosen: list[str], gpu) -> None:
         present = nvml_device_name(int(name))
         if present is not None and not any(key in present for key in gpu.nvml_names):
             raise UserError(f"--gpus: GPU {name} is '{present}', not a {gpu.name}: give the GPUs of one kind")
-
-
-def nvml_device_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return 0
