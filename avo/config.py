@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from avo.errors import UserError
 
@@ -34,7 +34,11 @@ class EvalConfig(_Strict):
     """Limit for the correctness stage (the `check` suite)."""
     bench_timeout_s: float = 900.0
     """Limit for the timing stage (the `bench` suite, library timed alongside)."""
-    warmup_ms: float = 25.0
+    warmup_ms: float = 10.0
+    warmup_calls: int = Field(default=1, ge=1)
+    """Warm-up of each contender before a case's rounds: this long and this many calls at least. Each case has
+    run once, checked, just before (compiles, autotuning and the library's plan are behind it), so the warm-up only
+    absorbs first-call costs and sizes the rounds."""
     rep_ms: float = 100.0
     """Timed device time per contender and case, over at most 5 rounds (evaluate/worker/timing.py)."""
     min_rounds: int = Field(default=3, ge=2, le=5)
@@ -44,9 +48,17 @@ class EvalConfig(_Strict):
     launch_shield_us: float = Field(default=50.0, ge=0.0)
     """Device spin before each timed call's start event, so host launch work is not timed
     (evaluate/worker/timing.py)."""
-    compile_ahead: bool = True
+    compile_ahead: Literal["processes", "threads", "off"] = "processes"
     """Compile a Triton candidate's kernels for every case in parallel before the check stage
-    (evaluate/worker/precompile.py); off, each compiles on its first launch, one after another."""
+    (evaluate/worker/precompile.py), in forked processes or in threads of the worker; off, each compiles on its
+    first launch, one after another. true and false (the earlier form) read as "processes" and "off"."""
+    @field_validator("compile_ahead", mode="before")
+    @classmethod
+    def _compile_ahead_flag(cls, value: Any) -> Any:
+        if isinstance(value, bool) or value in ("true", "false"):
+            return "processes" if value in (True, "true") else "off"
+        return value
+
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""
     seed: int | None = None

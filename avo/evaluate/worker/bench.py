@@ -143,7 +143,8 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
     cfg = ctx.config
     parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
-                                warmup_ms=float(cfg.get("warmup_ms", 25.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
+                                warmup_ms=float(cfg.get("warmup_ms", 10.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
+                                warmup_calls=int(cfg.get("warmup_calls", 1)),
                                 on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 50.0)),
                                 min_rounds=int(cfg.get("min_rounds", 3)),
                                 target_error=float(cfg.get("target_error", 0.003)), paired_with=LIBRARY)

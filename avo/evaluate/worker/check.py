@@ -41,8 +41,13 @@ def compile_candidate(ctx: Context, cand: Candidate) -> None:
 
     ctx.progress.mark("compile", "ahead", cand.index)
     with stage(cand.result.stage_s, "compile"):
-        compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
+        outcome = compile_ahead(ctx.compile_pool, meta_calls(ctx.task, cand.entry, [ctx.check_suite, ctx.bench_suite]))
         cand.sentinel.verify("compile")
+    if outcome.failed or outcome.skipped:
+        cand.result.notes.append(
+            f"compile ahead ({outcome.way}): {outcome.kernels - outcome.failed} of {outcome.kernels} kernels built, "
+            f"{outcome.skipped} of {outcome.cases + outcome.skipped} cases' wrappers failed on meta tensors; the rest "
+            "compiled on first launch" + (f" ({outcome.note})" if outcome.note else ""))
 
 
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:

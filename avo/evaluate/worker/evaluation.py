@@ -248,8 +248,9 @@ def _compile_pool(ctx: Context) -> Any:
     """Started before the candidates are known: a CUDA C++ candidate leaves it unused (compile_candidate)."""
     from avo.evaluate.worker import precompile
 
-    wanted = ctx.device == "cuda" and ctx.config.get("compile_ahead", True)
-    return precompile.pool_for(ctx.task) if wanted else None
+    way = ctx.config.get("compile_ahead", "processes")
+    way = {True: "processes", False: "off"}.get(way, way) if isinstance(way, bool) else way
+    return precompile.pool_for(ctx.task, way) if ctx.device == "cuda" and way != "off" else None
 
 
 def _base_fields(ctx: Context) -> dict:

@@ -4,26 +4,40 @@ Triton compiles a kernel on its first launch with each new specialization (dtype
 equal to 1 or divisible by 16, pointer alignment), one after another on the launching thread. On the H200 host that
 is about a second apiece, and an attention candidate meets 14 of them over the check and bench suites. Here the
 candidate's wrapper runs once per case on meta tensors (shapes, strides and dtypes; no memory, no GPU work) while
-every Triton launch is turned into a compile-only warm-up under Triton's AsyncCompileMode. The compiles run on a
-thread pool (the compiler's long passes and ptxas run outside the GIL) and land in each kernel's own cache, where
-the real launches find them. An autotuned kernel has all its configs compiled, and its choice is left to its real
-launches.
+every Triton launch only hands its compile to us (through Triton's AsyncCompileMode hook), deduplicated by cache key.
+The compiles then run in parallel, in one of two ways:
 
-Best effort by design: a wrapper that fails on meta tensors, a kernel that fails to compile, or a Triton without
-AsyncCompileMode leaves those kernels to compile on first launch as before, where any error is reported as usual.
-The pool's threads start before the Sentinel takes its snapshot, so they are the evaluator's, not the candidate's.
+- processes (where os.fork exists): forked children of the worker, each compiling its share into Triton's cache on
+  disk and exiting; the worker then loads each kernel from that cache (a cache hit: milliseconds). Triton's
+  compiler holds the GIL for much of its work (a busy Python thread beside one compile doubles its time), so
+  threads of one process serialize on it, processes do not. A child touches no GPU: compiling for a named target
+  needs no driver. A child that fails or runs past CHILD_LIMIT_S leaves its kernels to the first launch;
+- threads (`EvalConfig.compile_ahead = "threads"`, or no fork): the pool's threads, as Triton's AsyncCompileMode
+  runs them.
+
+An autotuned kernel has all its configs compiled, and its choice is left to its real launches. Best effort by
+design: a wrapper that fails on meta tensors, a kernel that fails to compile, or a Triton without AsyncCompileMode
+leaves those kernels to compile on first launch as before, where any error is reported as usual. The pool's threads
+start before the Sentinel takes its snapshot, so they are the evaluator's, not the candidate's.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from unittest import mock
 
 MAX_WORKERS = 32
+CHILD_LIMIT_S = 120.0
+"""A compile child still running after this long is killed; its kernels compile on their first launch."""
+WAYS = ("processes", "threads")
 
 
 @dataclass
@@ -34,14 +48,19 @@ class Outcome:
     """Cases whose wrapper raised on meta tensors (their kernels compile on first launch)."""
     kernels: int = 0
     """Specializations compiled ahead."""
+    failed: int = 0
+    """Of those, the ones whose compile failed (or ran out of time): left to the first launch."""
+    way: str = ""
+    """'processes' or 'threads'."""
     note: str = ""
 
 
 class CompilePool:
-    """A thread pool whose workers are all started (and parked) on creation."""
+    """A thread pool whose workers are all started (and parked) on creation; `way` says how compiles run."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, way: str = "processes"):
         self.workers = workers or min(MAX_WORKERS, max(2, os.cpu_count() or 2))
+        self.way = way if way in WAYS and (way != "processes" or hasattr(os, "fork")) else "threads"
         self.executor = ThreadPoolExecutor(self.workers, thread_name_prefix="avo-compile")
         barrier = threading.Barrier(self.workers + 1)
         for _ in range(self.workers):  # each blocks until all exist: the executor spawns a new thread per submit
@@ -49,12 +68,12 @@ class CompilePool:
         barrier.wait(30)
 
 
-def pool_for(task: Any) -> CompilePool | None:
+def pool_for(task: Any, way: str = "processes") -> CompilePool | None:
     """A parked pool where compiling ahead applies: a task that opts in (its wrappers run on meta tensors) and a
-    Triton with AsyncCompileMode."""
+    Triton with AsyncCompileMode's hook."""
     if not getattr(task, "compile_ahead", False) or not supported():
         return None
-    return CompilePool()
+    return CompilePool(way=way)
 
 
 def meta_calls(task: Any, entry: Callable, suites: list[str]) -> list[Callable[[], Any]]:
@@ -73,13 +92,51 @@ def supported() -> bool:
     return True
 
 
+@dataclass
+class _Job:
+    compile: Callable[[], Any]
+    finalizers: list[Callable[[Any], None]] = field(default_factory=list)
+
+
+class _Capture:
+    """Takes the place of Triton's AsyncCompileMode while the wrappers run: each launch's compile is collected
+    (once per cache key) instead of run. Its placeholder in the kernel's cache is None, removed afterwards."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[Any, _Job] = {}
+        self.cleanups: list[Callable[[Any], None]] = []
+
+    def submit(self, key, compile_fn, finalize_fn, *cleanup_fn):
+        self.jobs.setdefault(key, _Job(compile_fn)).finalizers.append(finalize_fn)
+        self.cleanups.extend(cleanup_fn)
+        return None
+
+
 def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
-    """Run each call with Triton launches turned into parallel compiles; returns when every compile has ended."""
+    """Run each call with its Triton launches collected, then compile them all in parallel; returns when every
+    compile has ended and its kernel sits in its JITFunction's cache, where the real launches find it."""
+    outcome = Outcome(way=pool.way)
+    jobs = _collect(calls, outcome)
+    outcome.kernels = len(jobs)
+    if pool.way == "processes":
+        done = _in_children(jobs, pool.workers)
+        loaded = list(pool.executor.map(_load, [jobs[i] if i in done else None for i in range(len(jobs))]))
+    else:
+        loaded = list(pool.executor.map(_load, jobs))
+    for job, kernel in zip(jobs, loaded):
+        if kernel is None:
+            outcome.failed += 1
+            continue
+        for finalize in job.finalizers:
+            finalize(kernel)
+    return outcome
+
+
+def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[_Job]:
     from triton.runtime import _async_compile
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    outcome = Outcome()
     original = JITFunction.run
 
     def compile_only(self, *args, grid, warmup, **kwargs):
@@ -93,22 +150,81 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
             except Exception:
                 pass
 
+    capture = _Capture()
+    token = _async_compile.active_mode.set(capture)
     try:
-        mode = _async_compile.AsyncCompileMode(pool.executor, ignore_errors=True)
-    except TypeError:  # a Triton without ignore_errors: the mode's exit raises the first compile error
-        mode = _async_compile.AsyncCompileMode(pool.executor)
-    with mock.patch.object(JITFunction, "run", compile_only), mock.patch.object(Autotuner, "run", every_config):
-        try:
-            with mode:
-                for call in calls:
-                    try:
-                        call()
-                        outcome.cases += 1
-                    except Exception as exc:
-                        outcome.skipped += 1
-                        outcome.note = outcome.note or f"{type(exc).__name__}: {str(exc)[:200]}"
-                outcome.kernels = len(mode.future_kernels)
-                wait(list(mode.raw_futures))  # all of them, even if the exit's finalizing stops at a failure
-        except Exception:
-            pass  # that kernel's first real launch raises its compile error again, with its message
-    return outcome
+        with mock.patch.object(JITFunction, "run", compile_only), mock.patch.object(Autotuner, "run", every_config):
+            for call in calls:
+                try:
+                    call()
+                    outcome.cases += 1
+                except Exception as exc:
+                    outcome.skipped += 1
+                    outcome.note = outcome.note or f"{type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        _async_compile.active_mode.reset(token)
+        for cleanup in capture.cleanups:  # the None placeholders out of the kernels' caches
+            try:
+                cleanup(None)
+            except KeyError:  # a key launched twice: its placeholder is gone already
+                pass
+    return list(capture.jobs.values())
+
+
+def _load(job: _Job | None) -> Any:
+    """The compiled kernel (from Triton's cache on disk where a child compiled it), or None if it fails."""
+    if job is None:
+        return None
+    try:
+        return job.compile()
+    except Exception:
+        return None  # its first real launch compiles it again and raises the error with its message
+
+
+def _in_children(jobs: list[_Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:
+    """Indices of the jobs a forked child compiled into Triton's cache on disk (one child per share of jobs)."""
+    shares = [list(range(i, len(jobs), workers)) for i in range(min(workers, len(jobs)))]
+    children: dict[int, list[int]] = {}
+    gc.collect()
+    gc.freeze()  # the children's garbage collector leaves the inherited objects (and their pages) alone
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see the docstring
+            for share in shares:
+                pid = os.fork()
+                if pid == 0:
+                    _child(jobs, share)
+                children[pid] = share
+    finally:
+        gc.unfreeze()
+    done: set[int] = set()
+    deadline = time.monotonic() + limit_s
+    while children:
+        for pid in list(children):
+            waited, status = os.waitpid(pid, os.WNOHANG)
+            if waited:
+                share = children.pop(pid)
+                if os.waitstatus_to_exitcode(status) == 0:
+                    done.update(share)
+        if children and time.monotonic() > deadline:
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            break
+        time.sleep(0.002)
+    return done
+
+
+def _child(jobs: list[_Job], share: list[int]) -> None:
+    """In a forked child: compile the share into Triton's cache and exit at once (no atexit, no flushed buffers of
+    the parent's files); exit status 0 when every compile succeeded."""
+    status = 1
+    try:
+        gc.disable()
+        for i in share:
+            jobs[i].compile()
+        status = 0
+    except BaseException:
+        pass
+    finally:
+        os._exit(status)

@@ -103,14 +103,17 @@ class L2Flush:
 def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int, warmup_ms: float, rep_ms: float,
                      on_output: OnOutput | None = None, rounds: int | None = None,
                      shield_us: float = 0.0, min_rounds: int | None = None,
-                     target_error: float = 0.0, paired_with: str | None = None) -> dict[str, Measurement]:
+                     target_error: float = 0.0, paired_with: str | None = None,
+                     warmup_calls: int = 1) -> dict[str, Measurement]:
     """Time each contender interleaved with the others; `rep_ms` is the measured time per contender over all
-    `rounds`, `shield_us` how long the device spins before each start event (0: no spin). With `target_error` > 0,
-    timing ends after `min_rounds` or any later round once each contender's `error` is at most `target_error`."""
+    `rounds`, `shield_us` how long the device spins before each start event (0: no spin); the warm-up takes
+    `warmup_ms` and `warmup_calls` calls per contender at least. With `target_error` > 0, timing ends after
+    `min_rounds` or any later round once each contender's `error` is at most `target_error`."""
     if device == "cuda":
         rounds = rounds or GPU_ROUNDS
         stop = _Stop(min(rounds, min_rounds or rounds), target_error, paired_with)
-        return _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us, stop)
+        warm = (warmup_ms, max(1, warmup_calls))
+        return _time_gpu(contenders, l2_bytes, warm, rep_ms, on_output, rounds, shield_us, stop)
     return _time_wall(contenders, on_output, rounds or INTERPRETER_ROUNDS)
 
 
@@ -165,7 +168,7 @@ def ratio_error(mine: Measurement, base: Measurement) -> float | None:
     return statistics.stdev(logs) / math.sqrt(len(logs))
 
 
-def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield_us,
+def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, rounds, shield_us,
               stop: _Stop) -> dict[str, Measurement]:
     import torch
 
@@ -188,7 +191,7 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
         after.record()
         return i, args, out, (start, end, after)
 
-    calls = _calls_per_round(contenders, _warm_up(contenders, call, warmup_ms), rep_ms, rounds)
+    calls = _calls_per_round(contenders, _warm_up(contenders, call, *warm), rep_ms, rounds)
 
     # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
     # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
@@ -217,12 +220,14 @@ def _time_gpu(contenders, l2_bytes, warmup_ms, rep_ms, on_output, rounds, shield
     return results
 
 
-def _warm_up(contenders, call, warmup_ms: float) -> dict[str, list[float]]:
-    """Contenders alternating until each has spent `warmup_ms` (at least two calls each): compiles, autotuning and
-    first-touch costs happen here. Returns each one's device-busy times per call."""
+def _warm_up(contenders, call, warmup_ms: float, least: int) -> dict[str, list[float]]:
+    """Contenders alternating until each has spent `warmup_ms` (`least` calls at least): first-call costs (an
+    output's first allocation, a clock still rising) happen here; compiles and autotuning, too, where no checked
+    call came first (the bench stage checks each case once before timing it). Returns each one's device-busy times
+    per call, which size the rounds."""
     spent = {c.name: 0.0 for c in contenders}
     estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
-    while any(len(estimates[c.name]) < 2 or spent[c.name] < warmup_ms for c in contenders):
+    while any(len(estimates[c.name]) < least or spent[c.name] < warmup_ms for c in contenders):
         for c in contenders:
             _, _, out, (start, _, after) = call(c)
             del out

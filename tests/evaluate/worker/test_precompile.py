@@ -1,12 +1,14 @@
 """Compile-ahead (evaluate/precompile.py), on the CPU: kernels are compiled for the H200's target without a GPU.
 
-Each specialization the cases need is compiled once, on the pool; the real launches afterwards compile nothing; a
-wrapper that fails on meta tensors or a kernel that fails to compile only leaves work for the first launch.
+Each specialization the cases need is compiled once, in forked children or on the pool's threads; the real launches
+afterwards compile nothing; a wrapper that fails on meta tensors, a kernel that fails to compile or a child that
+runs too long only leaves work for the first launch.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -57,9 +59,12 @@ def launch_for_real(fn, *args):
     return kernel
 
 
+WAYS = pytest.mark.parametrize("way", precompile.WAYS)
+
+
 class Counting(precompile.CompilePool):
-    def __init__(self):
-        super().__init__(2)
+    def __init__(self, way: str):
+        super().__init__(2, way)
         self.submitted = 0
         submit = self.executor.submit
 
@@ -76,17 +81,35 @@ def h200():
         yield
 
 
+@pytest.fixture(autouse=True)
+def fresh_kernels(tmp_path, monkeypatch):
+    """Each test compiles from nothing: an empty Triton cache on disk and none in memory."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    for fn in (_scale, _broken, _tuned.fn):
+        fn.device_caches.clear()
+    _tuned.cache.clear()
+
+
 def meta(n: int, dtype=torch.float32):
     return torch.empty(n, dtype=dtype, device="meta")
 
 
-def test_each_specialization_is_compiled_once_on_the_pool_and_real_launches_compile_nothing(h200):
+@WAYS
+def test_each_specialization_is_compiled_once_and_real_launches_compile_nothing(h200, way):
     # n == 1, n plain and n divisible by 16 are three specializations; float16 a fourth; the repeat is none.
     sizes = [(1, torch.float32), (17, torch.float32), (64, torch.float32), (64, torch.float16), (96, torch.float32)]
-    pool = Counting()
-    outcome = precompile.compile_ahead(pool, [lambda n=n, d=d: scale(meta(n, d)) for n, d in sizes])
-    assert (outcome.cases, outcome.skipped, outcome.kernels) == (5, 0, 4)
+    pool = Counting(way)
+    hits = []
+    old_listener = triton.knobs.compilation.listener
+    triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    try:
+        outcome = precompile.compile_ahead(pool, [lambda n=n, d=d: scale(meta(n, d)) for n, d in sizes])
+    finally:
+        triton.knobs.compilation.listener = old_listener
+    assert (outcome.cases, outcome.skipped, outcome.kernels, outcome.failed, outcome.way) == (5, 0, 4, 0, way)
     assert pool.submitted == 4
+    # In processes the children compiled: this process only loaded each kernel from Triton's cache on disk.
+    assert hits == ([True] * 4 if way == "processes" else [False] * 4)
     compiles = []
     old = triton.knobs.runtime.jit_cache_hook
     triton.knobs.runtime.jit_cache_hook = lambda *args, **kwargs: compiles.append(args) and None
@@ -98,27 +121,41 @@ def test_each_specialization_is_compiled_once_on_the_pool_and_real_launches_comp
     assert compiles == []
 
 
-def test_a_wrapper_failing_on_meta_tensors_or_a_broken_kernel_leaves_the_work_to_the_first_launch(h200):
+@WAYS
+def test_a_wrapper_failing_on_meta_tensors_or_a_broken_kernel_leaves_the_work_to_the_first_launch(h200, way):
     def needs_values():
         x = meta(32)
         if x.sum().item() > 0:  # data-dependent: meta tensors have no values
             scale(x)
 
-    outcome = precompile.compile_ahead(precompile.CompilePool(2), [
+    outcome = precompile.compile_ahead(precompile.CompilePool(2, way), [
         needs_values,
         lambda: _broken[(1,)](meta(16), BLOCK=16),
         lambda: scale(meta(33)),
     ])
-    assert (outcome.cases, outcome.skipped) == (2, 1)
+    assert (outcome.cases, outcome.skipped, outcome.kernels, outcome.failed) == (2, 1, 2, 1)
     assert "item" in outcome.note or "meta" in outcome.note.lower()
     with pytest.raises(Exception, match="no_such_function"):
         launch_for_real(_broken, meta(16), 16)
 
 
-def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_the_real_launch(h200):
-    outcome = precompile.compile_ahead(precompile.CompilePool(2), [lambda: _tuned[(1,)](meta(40), 40)])
+@WAYS
+def test_an_autotuned_kernel_has_every_config_compiled_and_its_choice_left_to_the_real_launch(h200, way):
+    outcome = precompile.compile_ahead(precompile.CompilePool(2, way), [lambda: _tuned[(1,)](meta(40), 40)])
     assert outcome.kernels == 2
     assert _tuned.cache == {}
+
+
+def test_a_child_past_its_time_limit_is_killed_and_its_kernels_left_to_the_first_launch():
+    def slow():
+        time.sleep(30)
+
+    jobs = [precompile._Job(slow), precompile._Job(lambda: None)]
+    began = time.monotonic()
+    done = precompile._in_children(jobs, workers=2, limit_s=0.5)
+    assert done == {1} and time.monotonic() - began < 5
+    with pytest.raises(ChildProcessError):  # both children reaped: no zombie left behind
+        os.waitpid(-1, os.WNOHANG)
 
 
 def test_the_pool_exists_only_where_compiling_ahead_applies():
@@ -131,11 +168,14 @@ def test_the_pool_exists_only_where_compiling_ahead_applies():
     class Task:
         compile_ahead = True
 
-    def ctx(device="cuda", on=True, task=Task()):
+    def ctx(device="cuda", on="processes", task=Task()):
         return SimpleNamespace(device=device, config={"compile_ahead": on}, task=task)
 
-    assert isinstance(_compile_pool(ctx()), precompile.CompilePool)
+    assert _compile_pool(ctx()).way == "processes"
+    assert _compile_pool(ctx(on="threads")).way == "threads"
+    assert _compile_pool(ctx(on=True)).way == "processes"
     assert _compile_pool(ctx(device="interpret")) is None
+    assert _compile_pool(ctx(on="off")) is None
     assert _compile_pool(ctx(on=False)) is None
     assert _compile_pool(ctx(task=object())) is None
 
@@ -151,4 +191,4 @@ def test_the_builtin_tasks_compile_ahead_for_every_case_of_both_suites(h200):
     calls = precompile.meta_calls(task, entry, ["check", "bench", "bench"])
     assert len(calls) == len(task.cases("check")) + len(task.cases("bench"))
     outcome = precompile.compile_ahead(precompile.CompilePool(2), calls)
-    assert outcome.cases == len(calls) and outcome.skipped == 0 and outcome.kernels >= 2
+    assert outcome.cases == len(calls) and outcome.skipped == 0 and outcome.kernels >= 2 and outcome.failed == 0
