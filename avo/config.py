@@ -46,8 +46,8 @@ class EvalConfig(_Strict):
     """Timing of a case ends after `min_rounds` rounds once every candidate's speedup over the library has a
     relative standard error (from the per-round ratios) of at most this; 0 always times all 5 rounds."""
     launch_shield_us: float = Field(default=50.0, ge=0.0)
-    """Device spin before each timed call's start event, so host launch work is not timed
-    (evaluate/worker/timing.py)."""
+    """Device spin before each timed call's start event, so host launch work is not timed; a case whose contenders'
+    launch work takes longer gets a longer one (evaluate/worker/timing.py); 0: none."""
     compile_ahead: Literal["processes", "threads", "off"] = "processes"
     """Compile a Triton candidate's kernels for every case in parallel before the check stage
     (evaluate/worker/precompile.py), in forked processes or in threads of the worker; off, each compiles on its

@@ -36,6 +36,11 @@ class CaseResult(BaseModel):
     """Relative standard error of `speedup`, from the per-round ratios of candidate to library (GPU timing)."""
     rounds: int | None = None
     """Timing rounds the case took (fewer than the most when every contender's error was already small)."""
+    host_us: float | None = None
+    """The candidate's host time per call (its wrapper's launch work, median over the warm-up), GPU timing only."""
+    launch_shield_us: float | None = None
+    """The device spin before each timed call's start event in this case: the configured one, or longer where a
+    contender's launch work takes longer (evaluate/worker/timing.py)."""
     input_scale: float = 1.0
     """The factor the case's floating-point inputs were scaled by before the call (worker.check.CHECK_SCALES)."""
     message: str = ""

@@ -1,16 +1,18 @@
 """Timing of several contenders (candidate, library, incumbent) interleaved in one process.
 
-On a GPU every call is timed with CUDA events on the current stream, after an L2 flush, on inputs the caller prepares
-fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event recorded
-after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up there
-(`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so the
-host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and never
-lands between the start event and the kernel. Contenders alternate call by call, in rounds whose order flips every
-other round, so clock, power and thermal drift hit all of them alike; a contender's time is the median of its
-per-round medians. Rounds stop early (at `min_rounds`, then after each round) once the standard error of what is
-estimated is at most `target_error`: with a `paired_with` contender (the library), each other contender's ratio to
-it, from the per-round ratios (a round's clock and power state is common to both, so the ratio is steadier than
-either time); else each contender's own time. A steady case needs no more rounds, a noisy one gets all of them.
+On a GPU every call is timed with CUDA events on the current stream, after an L2 flush, on inputs the caller
+prepares fresh for that call (outside the clock). A device-wide synchronize follows each call, and a third event
+recorded after it measures how long the device stayed busy past the end event: work hidden on a side stream shows up
+there (`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so
+the host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and
+never lands between the start event and the kernel; the shield is lengthened for a case whose contenders' launch
+work takes longer (SHIELD_FIT times the 90th percentile of their host time per call in the warm-up). Contenders
+alternate call by call, in rounds whose order flips every other round, so clock, power and thermal drift hit all of
+them alike; a contender's time is the median of its per-round medians. Rounds stop early (at `min_rounds`, then
+after each round) once the standard error of what is estimated is at most `target_error`: with a `paired_with`
+contender (the library), each other contender's ratio to it, from the per-round ratios (a round's clock and power
+state is common to both, so the ratio is steadier than either time); else each contender's own time. A steady case
+needs no more rounds, a noisy one gets all of them.
 
 Under the Triton interpreter (and on the CPU) calls are timed with the wall clock; those times say nothing about GPU
 performance and are labelled "interpreter" wherever they appear.
@@ -34,6 +36,11 @@ MIN_CALLS_PER_BLOCK = 1
 """Calls per contender per round at least; `rep_ms` sets more for short calls (a 30 ms call is timed once a round)."""
 MAX_CALLS_PER_BLOCK = 200
 SPIN_CYCLES_PER_US = 2000
+SHIELD_FIT = 1.5
+"""The launch shield of a case is at least this many times the slowest contender's 90th-percentile host time per call
+in the warm-up: a wrapper slower than the configured shield (on a slow host CPU, 110 µs against 50) would
+otherwise have its launch work timed as the kernel's."""
+SHIELD_MAX_US = 2000.0
 """Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
 FLUSH_FACTOR = 4
 """The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
@@ -56,6 +63,10 @@ class Measurement:
     samples_ms: list[float] = field(default_factory=list)
     round_medians_ms: list[float] = field(default_factory=list)
     sync_gaps_ms: list[float] = field(default_factory=list)
+    host_us: float | None = None
+    """Median host time of a call (its wrapper's launch work) in the warm-up."""
+    shield_us: float = 0.0
+    """The launch shield the rounds ran with (the same for every contender of the case)."""
 
     @property
     def ms(self) -> float:
@@ -133,12 +144,27 @@ class LaunchShield:
     def __init__(self, us: float):
         import torch
 
+        self.us = us
         self.cycles = int(us * SPIN_CYCLES_PER_US)
         self._spin = torch.cuda._sleep if self.cycles > 0 else None
+
+    def fit(self, host_us: dict[str, list[float]]) -> None:
+        """Lengthen the shield (never shorten it; none stays none) to SHIELD_FIT times the slowest contender's
+        90th-percentile host time per call, at most SHIELD_MAX_US."""
+        if self._spin is None:
+            return
+        p90 = max((_quantile(t, 0.9) for t in host_us.values() if t), default=0.0)
+        self.us = max(self.us, min(SHIELD_MAX_US, SHIELD_FIT * p90))
+        self.cycles = int(self.us * SPIN_CYCLES_PER_US)
 
     def __call__(self) -> None:
         if self._spin is not None:
             self._spin(self.cycles)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @dataclass
@@ -176,6 +202,7 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
     flush = L2Flush(l2_bytes)
     shield = LaunchShield(shield_us)
     counter = _Counter(contenders)
+    host_us: dict[str, list[float]] = {c.name: [] for c in contenders}
 
     def call(c: Contender) -> tuple[int, tuple, Any, tuple]:
         """One call, timed: (index, inputs, output, (start, end, after) events)."""
@@ -185,17 +212,22 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
         flush()
         shield()
         start.record()
+        began = _perf_counter()
         out = c.run(args)
+        host = _perf_counter() - began
         end.record()
         synchronize()  # device-wide: work left on any stream finishes before `after` is stamped
         after.record()
+        host_us[c.name].append(host * 1e6)
         return i, args, out, (start, end, after)
 
     calls = _calls_per_round(contenders, _warm_up(contenders, call, *warm), rep_ms, rounds)
+    shield.fit(host_us)
 
     # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
     # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
-    results = {c.name: Measurement(source="gpu") for c in contenders}
+    results = {c.name: Measurement(source="gpu", host_us=statistics.median(host_us[c.name]), shield_us=shield.us)
+               for c in contenders}
     for r in range(rounds):
         order = contenders if r % 2 == 0 else contenders[::-1]
         events: dict[str, list[tuple]] = {c.name: [] for c in contenders}

@@ -179,6 +179,30 @@ def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
     assert not any(isinstance(x, tuple) for x in log)
 
 
+def test_the_shield_grows_to_cover_launch_work_slower_than_it(monkeypatch):
+    """A wrapper whose host work takes 300 µs, under a 25 µs shield: the warm-up measures it, and the timed calls
+    spin at least 1.5 times as long, so its launch work is not timed as the kernel's; the measurement says so."""
+    import avo.evaluate.worker.timing as timing
+
+    spins: list = []
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", spins.append)
+    monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
+
+    def slow_wrapper(args):
+        began = time.perf_counter()
+        while time.perf_counter() - began < 300e-6:
+            pass
+
+    run = Contender("slow", lambda i: (i,), slow_wrapper)
+    m = time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1, shield_us=25,
+                         warmup_calls=3)["slow"]
+    assert spins[:3] == [50_000] * 3  # the warm-up, at the configured shield
+    assert timing.SHIELD_FIT * 300 * 2000 <= spins[3] <= timing.SHIELD_MAX_US * 2000
+    assert m.host_us >= 300 and int(m.shield_us * 2000) == spins[3]
+
+
 def test_measurement_median_of_round_medians_and_spread():
     m = Measurement(source="gpu", samples_ms=[1.0, 1.0, 2.0, 2.0], round_medians_ms=[1.0, 3.0, 2.0])
     assert m.ms == 2.0
