@@ -2,7 +2,7 @@
 
 Triton compiles a kernel on its first launch with each new specialization (dtypes, constexprs, integer arguments
 equal to 1 or divisible by 16, pointer alignment), one after another on the launching thread. On the H200 host that
-is about a second apiece, and an attention candidate meets 14 of them over the check and bench suites. Here the
+is about a second apiece, and an attention candidate meets 13–14 of them over the check and bench suites. Here the
 candidate's wrapper runs once per case on meta tensors (shapes, strides and dtypes; no memory, no GPU work) while
 every Triton launch only hands its compile to us (through Triton's AsyncCompileMode hook), deduplicated by cache key.
 The compiles then run in parallel, in one of two ways:
