@@ -118,11 +118,9 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     outcome = Outcome(way=pool.way)
     jobs = _collect(calls, outcome)
     outcome.kernels = len(jobs)
-    if pool.way == "processes":
-        done = _in_children(jobs, pool.workers)
-        loaded = list(pool.executor.map(_load, [jobs[i] if i in done else None for i in range(len(jobs))]))
-    else:
-        loaded = list(pool.executor.map(_load, jobs))
+    failed = _in_children(jobs, pool.workers) if pool.way == "processes" and jobs else set()
+    # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
+    loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
     for job, kernel in zip(jobs, loaded):
         if kernel is None:
             outcome.failed += 1
@@ -182,37 +180,41 @@ def _load(job: _Job | None) -> Any:
 
 
 def _in_children(jobs: list[_Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:
-    """Indices of the jobs a forked child compiled into Triton's cache on disk (one child per share of jobs)."""
+    """Each share of the jobs compiled into Triton's cache on disk by a forked child; returns the indices of the
+    jobs whose child failed or ran past `limit_s` (a share no child could be forked for is not among them)."""
     shares = [list(range(i, len(jobs), workers)) for i in range(min(workers, len(jobs)))]
     children: dict[int, list[int]] = {}
-    gc.collect()
     gc.freeze()  # the children's garbage collector leaves the inherited objects (and their pages) alone
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see the docstring
             for share in shares:
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # no more processes: the rest compile in this one
+                    break
                 if pid == 0:
                     _child(jobs, share)
                 children[pid] = share
     finally:
         gc.unfreeze()
-    done: set[int] = set()
+    failed: set[int] = set()
     deadline = time.monotonic() + limit_s
     while children:
         for pid in list(children):
             waited, status = os.waitpid(pid, os.WNOHANG)
             if waited:
                 share = children.pop(pid)
-                if os.waitstatus_to_exitcode(status) == 0:
-                    done.update(share)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    failed.update(share)
         if children and time.monotonic() > deadline:
-            for pid in children:
+            for pid, share in children.items():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+                failed.update(share)
             break
         time.sleep(0.002)
-    return done
+    return failed
 
 
 def _child(jobs: list[_Job], share: list[int]) -> None:
