@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from avo.errors import UserError
 
@@ -55,9 +55,12 @@ class EvalConfig(_Strict):
     @field_validator("compile_ahead", mode="before")
     @classmethod
     def _compile_ahead_flag(cls, value: Any) -> Any:
-        if isinstance(value, bool) or value in ("true", "false"):
-            return "processes" if value in (True, "true") else "off"
-        return value
+        if value in ("processes", "threads", "off"):
+            return value
+        try:  # the earlier boolean form, as pydantic reads a bool (true/false, on/off, yes/no, 1/0)
+            return "processes" if TypeAdapter(bool).validate_python(value) else "off"
+        except ValidationError:
+            return value  # refused as not one of the three
 
     input_sets: int = 3
     """Distinct input sets in rotation during timing, so no result can be cached by address or content."""

@@ -163,6 +163,7 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
         row = rows[cand.index]
         _check_timed_outputs(ctx, case, cand, row, [*spots.kept(name), audited], rotation, shape, dtype)
         _record_times(row, measured[name], lib, flops)
+        _note_host_bound(cand, case, measured[name])
 
 
 def _reject_timed_misconduct(ctx: Context, case: Any, name: str, measured: dict, spots: SpotChecks) -> None:
@@ -209,6 +210,16 @@ def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
     row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
     row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
     row.library_tflops = flops / (lib.ms * 1e-3) / 1e12 if lib.ms > 0 and flops > 0 else None
+
+
+def _note_host_bound(cand: Candidate, case: Any, mine: Any) -> None:
+    """A note where the wrapper's host time per call outlasts the kernel: the launch shield keeps it off the clock
+    (the speedup is the GPU's), but a caller that waits on each call would wait for the host."""
+    if mine.source == "gpu" and mine.host_us is not None and mine.host_us > 1000 * mine.ms:
+        cand.result.notes.append(
+            f"case {case.name}: the wrapper's host time per call ({mine.host_us:.0f} µs) exceeds its GPU time "
+            f"({1000 * mine.ms:.0f} µs); the launch shield ({mine.shield_us:.0f} µs) keeps host time off the clock, "
+            "so the speedup is the GPU's, and a caller that waits on each call would see the host's")
 
 
 def _rotation_size(ctx: Context, case: Any, first: tuple, wanted: int):

@@ -8,10 +8,12 @@ every Triton launch only hands its compile to us (through Triton's AsyncCompileM
 The compiles then run in parallel, in one of two ways:
 
 - processes (where os.fork exists): forked children of the worker, each compiling its share into Triton's cache on
-  disk and exiting; the worker then loads each kernel from that cache (a cache hit: milliseconds). Triton's
-  compiler holds the GIL for much of its work (a busy Python thread beside one compile doubles its time), so
-  threads of one process serialize on it, processes do not. A child touches no GPU: compiling for a named target
-  needs no driver. A child that fails or runs past CHILD_LIMIT_S leaves its kernels to the first launch;
+  disk, reporting each kernel it compiled, and exiting; the worker then loads each from that cache (a cache hit:
+  milliseconds). Triton's compiler holds the GIL for much of its work (a busy Python thread beside one compile
+  doubles its time), so threads of one process contend for it, processes do not. A child touches no GPU:
+  compiling for a named target needs no driver. What a child does stays in it but for files, and the audit hook
+  refuses a candidate's writes there as in the worker; a kernel whose compile failed, or raised a Sentinel finding,
+  or was not done by CHILD_LIMIT_S, is left to its first launch, in the worker;
 - threads (`EvalConfig.compile_ahead = "threads"`, or no fork): the pool's threads, as Triton's AsyncCompileMode
   runs them.
 
@@ -33,6 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from unittest import mock
+
+from avo.evaluate.guards.sentinel import findings
+from avo.util.procs import die_with_parent
 
 MAX_WORKERS = 32
 CHILD_LIMIT_S = 120.0
@@ -122,11 +127,13 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
     loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
     for job, kernel in zip(jobs, loaded):
-        if kernel is None:
-            outcome.failed += 1
-            continue
-        for finalize in job.finalizers:
-            finalize(kernel)
+        try:
+            if kernel is None:
+                raise LookupError("not compiled")
+            for finalize in job.finalizers:
+                finalize(kernel)  # into the kernel's cache; runs Triton's post-compile hook, which a candidate may set
+        except Exception:
+            outcome.failed += 1  # left to the first launch, which raises whatever failed here with its message
     return outcome
 
 
@@ -180,53 +187,68 @@ def _load(job: _Job | None) -> Any:
 
 
 def _in_children(jobs: list[_Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:
-    """Each share of the jobs compiled into Triton's cache on disk by a forked child; returns the indices of the
-    jobs whose child failed or ran past `limit_s` (a share no child could be forked for is not among them)."""
+    """Each share of the jobs compiled into Triton's cache on disk by a forked child, which reports each job it
+    compiled through a pipe. Returns the indices of the jobs a child did not compile (it failed, or was killed past
+    `limit_s`); a share no child could be forked for is not among them."""
     shares = [list(range(i, len(jobs), workers)) for i in range(min(workers, len(jobs)))]
-    children: dict[int, list[int]] = {}
+    children: dict[int, tuple[list[int], int]] = {}  # pid -> (share, the pipe's read end)
+    forked: set[int] = set()
+    compiled: set[int] = set()
     gc.freeze()  # the children's garbage collector leaves the inherited objects (and their pages) alone
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": see the docstring
             for share in shares:
+                read, write = os.pipe()
                 try:
                     pid = os.fork()
                 except OSError:  # no more processes: the rest compile in this one
+                    os.close(read)
+                    os.close(write)
                     break
                 if pid == 0:
-                    _child(jobs, share)
-                children[pid] = share
+                    os.close(read)
+                    _child(jobs, share, write)
+                os.close(write)
+                children[pid] = (share, read)
+                forked.update(share)
     finally:
         gc.unfreeze()
-    failed: set[int] = set()
-    deadline = time.monotonic() + limit_s
-    while children:
-        for pid in list(children):
-            waited, status = os.waitpid(pid, os.WNOHANG)
-            if waited:
-                share = children.pop(pid)
-                if os.waitstatus_to_exitcode(status) != 0:
-                    failed.update(share)
-        if children and time.monotonic() > deadline:
-            for pid, share in children.items():
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                failed.update(share)
-            break
-        time.sleep(0.002)
-    return failed
-
-
-def _child(jobs: list[_Job], share: list[int]) -> None:
-    """In a forked child: compile the share into Triton's cache and exit at once (no atexit, no flushed buffers of
-    the parent's files); exit status 0 when every compile succeeded."""
-    status = 1
     try:
+        deadline = time.monotonic() + limit_s
+        while children and time.monotonic() < deadline:
+            for pid in list(children):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    compiled |= _reported(children.pop(pid)[1])
+            time.sleep(0.002)
+    finally:  # past the limit, or interrupted: no child outlives the call
+        for pid, (_, read) in children.items():
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            compiled |= _reported(read)
+    return forked - compiled
+
+
+def _reported(read: int) -> set[int]:
+    with os.fdopen(read) as pipe:
+        return {int(line) for line in pipe.read().split()}
+
+
+def _child(jobs: list[_Job], share: list[int], write: int) -> None:
+    """In a forked child: compile the share into Triton's cache, writing the index of each job compiled, and exit at
+    once (no atexit, no flushed buffers of the parent's files). A job whose compile made a Sentinel record a finding
+    (the candidate's compile-time code tried a write or a spawn, refused here) is not reported: it compiles again on
+    its first launch in the worker, where the finding is the worker's."""
+    try:
+        die_with_parent()
         gc.disable()
         for i in share:
-            jobs[i].compile()
-        status = 0
-    except BaseException:
-        pass
+            before = findings()
+            try:
+                jobs[i].compile()
+            except BaseException:
+                continue
+            if findings() == before:
+                os.write(write, f"{i}\n".encode())
     finally:
-        os._exit(status)
+        os._exit(0)

@@ -36,12 +36,12 @@ MIN_CALLS_PER_BLOCK = 1
 """Calls per contender per round at least; `rep_ms` sets more for short calls (a 30 ms call is timed once a round)."""
 MAX_CALLS_PER_BLOCK = 200
 SPIN_CYCLES_PER_US = 2000
+"""Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
 SHIELD_FIT = 1.5
 """The launch shield of a case is at least this many times the slowest contender's 90th-percentile host time per call
-in the warm-up: a wrapper slower than the configured shield (on a slow host CPU, 110 µs against 50) would
-otherwise have its launch work timed as the kernel's."""
+in the warm-up (its first call left out where there are more): a wrapper slower than the configured shield (on a
+slow host CPU, 110 µs against 50) would otherwise have its launch work timed as the kernel's."""
 SHIELD_MAX_US = 2000.0
-"""Spin-kernel cycles per microsecond of launch shield (about the top SM clock of H100/H200/B200, 1.98 GHz)."""
 FLUSH_FACTOR = 4
 """The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
 SCALE_RANGE = (0.5, 2.0)
@@ -144,8 +144,8 @@ class LaunchShield:
     def __init__(self, us: float):
         import torch
 
-        self.us = us
         self.cycles = int(us * SPIN_CYCLES_PER_US)
+        self.us = us if self.cycles > 0 else 0.0
         self._spin = torch.cuda._sleep if self.cycles > 0 else None
 
     def fit(self, host_us: dict[str, list[float]]) -> None:
@@ -153,7 +153,7 @@ class LaunchShield:
         90th-percentile host time per call, at most SHIELD_MAX_US."""
         if self._spin is None:
             return
-        p90 = max((_quantile(t, 0.9) for t in host_us.values() if t), default=0.0)
+        p90 = max((_quantile(t[1:] or t, 0.9) for t in host_us.values() if t), default=0.0)
         self.us = max(self.us, min(SHIELD_MAX_US, SHIELD_FIT * p90))
         self.cycles = int(self.us * SPIN_CYCLES_PER_US)
 
@@ -202,10 +202,8 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
     flush = L2Flush(l2_bytes)
     shield = LaunchShield(shield_us)
     counter = _Counter(contenders)
-    host_us: dict[str, list[float]] = {c.name: [] for c in contenders}
-
-    def call(c: Contender) -> tuple[int, tuple, Any, tuple]:
-        """One call, timed: (index, inputs, output, (start, end, after) events)."""
+    def call(c: Contender) -> tuple[int, tuple, Any, tuple, float]:
+        """One call, timed: (index, inputs, output, (start, end, after) events, host µs of the call itself)."""
         start, end, after = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         i = counter.take(c.name)
         args = c.prepare(i)
@@ -218,15 +216,16 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
         end.record()
         synchronize()  # device-wide: work left on any stream finishes before `after` is stamped
         after.record()
-        host_us[c.name].append(host * 1e6)
-        return i, args, out, (start, end, after)
+        return i, args, out, (start, end, after), host * 1e6
 
-    calls = _calls_per_round(contenders, _warm_up(contenders, call, *warm), rep_ms, rounds)
+    estimates, host_us = _warm_up(contenders, call, *warm)
+    calls = _calls_per_round(contenders, estimates, rep_ms, rounds)
     shield.fit(host_us)
 
     # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
     # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
-    results = {c.name: Measurement(source="gpu", host_us=statistics.median(host_us[c.name]), shield_us=shield.us)
+    results = {c.name: Measurement(source="gpu", host_us=statistics.median(host_us[c.name][1:] or host_us[c.name]),
+                                   shield_us=shield.us)
                for c in contenders}
     for r in range(rounds):
         order = contenders if r % 2 == 0 else contenders[::-1]
@@ -235,7 +234,7 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
             for c in order:
                 if k >= calls[c.name]:
                     continue
-                i, args, out, ev = call(c)
+                i, args, out, ev, _ = call(c)
                 events[c.name].append(ev)
                 if on_output is not None:
                     on_output(c.name, i, args, out)
@@ -252,24 +251,26 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
     return results
 
 
-def _warm_up(contenders, call, warmup_ms: float, least: int) -> dict[str, list[float]]:
+def _warm_up(contenders, call, warmup_ms: float, least: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Contenders alternating until each has spent `warmup_ms` (`least` calls at least): first-call costs (an
     output's first allocation, a clock still rising) happen here; compiles and autotuning, too, where no checked
     call came first (the bench stage checks each case once before timing it). Returns each one's device-busy times
-    per call, which size the rounds."""
+    per call, which size the rounds, and its host times per call (µs), which size the launch shield."""
     spent = {c.name: 0.0 for c in contenders}
     estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
+    host_us: dict[str, list[float]] = {c.name: [] for c in contenders}
     while any(len(estimates[c.name]) < least or spent[c.name] < warmup_ms for c in contenders):
         for c in contenders:
-            _, _, out, (start, _, after) = call(c)
+            _, _, out, (start, _, after), host = call(c)
             del out
             after.synchronize()
             t = start.elapsed_time(after)
             estimates[c.name].append(t)
+            host_us[c.name].append(host)
             spent[c.name] += max(t, 1e-3)
         if all(len(e) >= 1000 for e in estimates.values()):
             break
-    return estimates
+    return estimates, host_us
 
 
 def _calls_per_round(contenders, estimates: dict[str, list[float]], rep_ms: float, rounds: int) -> dict[str, int]:

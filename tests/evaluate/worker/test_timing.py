@@ -169,6 +169,7 @@ def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
     monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: log.append("flush")))
+    monkeypatch.setattr(timing, "SHIELD_FIT", 0.0)  # the configured shield alone (a preempted call would grow it)
     run = Contender("a", lambda i: (i,), lambda args: log.append("run"))
     time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1, shield_us=25)
     calls = [log[i:i + 6] for i in range(0, len(log), 6)]

@@ -1,0 +1,24 @@
+"""The bench stage's notes on a case's timing (evaluate/worker/bench.py), on measurements made up for the purpose."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from avo.evaluate.worker.bench import _note_host_bound
+from avo.evaluate.worker.timing import Measurement
+
+
+def measured(ms: float, host_us: float, source: str = "gpu") -> Measurement:
+    return Measurement(source=source, round_medians_ms=[ms], host_us=host_us, shield_us=1.5 * host_us)
+
+
+def test_a_wrapper_whose_host_time_outlasts_its_kernel_gets_a_note():
+    cand = SimpleNamespace(result=SimpleNamespace(notes=[]))
+    case = SimpleNamespace(name="4096x4096x4096")
+    _note_host_bound(cand, case, measured(0.2, 150))  # 150 µs of host work for a 200 µs kernel: fine
+    _note_host_bound(cand, case, measured(0.2, 300, source="interpreter"))  # no GPU timing: no shield
+    assert cand.result.notes == []
+    _note_host_bound(cand, case, measured(0.2, 300))
+    assert len(cand.result.notes) == 1
+    assert "4096x4096x4096" in cand.result.notes[0] and "300 µs" in cand.result.notes[0]
+    assert "200 µs" in cand.result.notes[0]
