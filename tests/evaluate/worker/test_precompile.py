@@ -197,6 +197,33 @@ def test_a_child_past_its_time_limit_is_killed_and_what_it_finished_is_kept(monk
             os.waitpid(pid, os.WNOHANG)
 
 
+def test_a_compile_that_the_sentinel_refused_in_a_child_is_left_to_the_worker(tmp_path):
+    """Candidate code running at compile time in a child that tries a write outside its folder: refused there, the
+    job is not reported (raised or swallowed alike), so the kernel compiles again in the worker, under its Sentinel."""
+    import importlib.util
+
+    from avo.evaluate import guards
+
+    folder = tmp_path / "cand"
+    folder.mkdir()
+    outside = Path(__file__).with_name(f"refused-{os.getpid()}.txt")  # not under the temp folder, which is allowed
+    (folder / "hooks.py").write_text(
+        f"def writes():\n    open({str(outside)!r}, 'w').write('x')\n\n"
+        "def swallows():\n    try:\n        writes()\n    except Exception:\n        pass\n")
+    spec = importlib.util.spec_from_file_location("hooks_precompile_test", folder / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    sentinel = guards.Sentinel(folder)
+    try:
+        jobs = [precompile._Job(hooks.writes), precompile._Job(hooks.swallows), precompile._Job(lambda: None)]
+        assert precompile._in_children(jobs, workers=3, limit_s=30) == {0, 1}
+    finally:
+        sentinel.close()
+        written = outside.exists()
+        outside.unlink(missing_ok=True)
+    assert not written
+
+
 def test_where_no_child_can_be_forked_the_kernels_compile_in_this_process(h200, monkeypatch):
     def no_fork():
         raise BlockingIOError("Resource temporarily unavailable")
