@@ -68,7 +68,7 @@ class SpotChecks:
 def bench(ctx: Context, cands: list[Candidate], forbidden: frozenset[str]) -> None:
     task = ctx.task
     merged = ctx.check_suite == ctx.bench_suite  # the interpreter's tiny suite: already checked, time it only
-    wanted = max(1, int(ctx.config.get("input_sets", 3)))
+    wanted = max(1, ctx.config.input_sets)
     reference = ctx.timed_reference
     parts = Parts("bench")
     for ci, case in enumerate(task.cases(ctx.bench_suite)):
@@ -143,11 +143,9 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
     cfg = ctx.config
     parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
-                                warmup_ms=float(cfg.get("warmup_ms", 10.0)), rep_ms=float(cfg.get("rep_ms", 100.0)),
-                                warmup_calls=int(cfg.get("warmup_calls", 1)),
-                                on_output=spots.observe, shield_us=float(cfg.get("launch_shield_us", 50.0)),
-                                min_rounds=int(cfg.get("min_rounds", 3)),
-                                target_error=float(cfg.get("target_error", 0.003)), paired_with=LIBRARY)
+                                warmup_ms=cfg.warmup_ms, rep_ms=cfg.rep_ms, warmup_calls=cfg.warmup_calls,
+                                on_output=spots.observe, shield_us=cfg.launch_shield_us, min_rounds=cfg.min_rounds,
+                                target_error=cfg.target_error, paired_with=LIBRARY)
     parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)

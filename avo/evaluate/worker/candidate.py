@@ -70,7 +70,8 @@ class Context:
     device: str
     """'cuda' or 'interpret'."""
     gpu: Any
-    config: dict
+    config: Any
+    """avo.config.EvalConfig"""
     seed: int
     progress: Progress
     check_suite: str

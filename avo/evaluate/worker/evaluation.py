@@ -112,6 +112,7 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     the toolchain warmed, the compile pool started. A worker started ahead of its request (harness.WorkerProcess)
     does this while the previous candidate is still being scored elsewhere or the agent is thinking."""
     from avo import tasks
+    from avo.config import EvalConfig
     from avo.gpus import PROFILES
 
     startup = setup.get("startup_s")  # interpreter start and imports
@@ -121,7 +122,8 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     parts.start("task")
     task = tasks.load(setup["task"])
     seed = setup["seed"] if setup.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
-    ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]], config=setup["config"],
+    ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]],
+                  config=EvalConfig.model_validate(setup["config"]),
                   seed=seed, progress=progress, check_suite=setup["check_suite"],
                   bench_suite=setup.get("bench_suite") or "")
     base = _base_fields(ctx)
@@ -248,8 +250,7 @@ def _compile_pool(ctx: Context) -> Any:
     """Started before the candidates are known: a CUDA C++ candidate leaves it unused (compile_candidate)."""
     from avo.evaluate.worker import precompile
 
-    way = ctx.config.get("compile_ahead", "processes")
-    way = {True: "processes", False: "off"}.get(way, way) if isinstance(way, bool) else way
+    way = ctx.config.compile_ahead
     return precompile.pool_for(ctx.task, way) if ctx.device == "cuda" and way != "off" else None
 
 

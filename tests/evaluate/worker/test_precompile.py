@@ -239,13 +239,14 @@ def test_the_pool_exists_only_where_compiling_ahead_applies():
     compile_candidate skips it)."""
     from types import SimpleNamespace
 
+    from avo.config import EvalConfig
     from avo.evaluate.worker.evaluation import _compile_pool
 
     class Task:
         compile_ahead = True
 
     def ctx(device="cuda", on="processes", task=Task()):
-        return SimpleNamespace(device=device, config={"compile_ahead": on}, task=task)
+        return SimpleNamespace(device=device, config=EvalConfig(compile_ahead=on), task=task)
 
     assert _compile_pool(ctx()).way == "processes"
     assert _compile_pool(ctx(on="threads")).way == "threads"
