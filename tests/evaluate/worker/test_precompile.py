@@ -206,14 +206,18 @@ def test_a_compile_that_the_sentinel_refused_in_a_child_is_left_to_the_worker(tm
 
     folder = tmp_path / "cand"
     folder.mkdir()
-    outside = Path(__file__).with_name(f"refused-{os.getpid()}.txt")  # not under the temp folder, which is allowed
+    sentinel = guards.Sentinel(folder)
+    # A folder the Sentinel does not allow (the temp folder is allowed, and a checkout may sit inside it).
+    allowed = [Path(d) for d in sentinel.allowed_dirs]
+    home = next(d for d in (Path(__file__).parent, Path.home(), Path("/var/tmp"), Path("/dev/shm"))
+                if d.is_dir() and not any(d.resolve().is_relative_to(a) for a in allowed))
+    outside = home / f"avo-refused-{os.getpid()}.txt"
     (folder / "hooks.py").write_text(
         f"def writes():\n    open({str(outside)!r}, 'w').write('x')\n\n"
         "def swallows():\n    try:\n        writes()\n    except Exception:\n        pass\n")
     spec = importlib.util.spec_from_file_location("hooks_precompile_test", folder / "hooks.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
-    sentinel = guards.Sentinel(folder)
     try:
         jobs = [precompile._Job(hooks.writes), precompile._Job(hooks.swallows), precompile._Job(lambda: None)]
         assert precompile._in_children(jobs, workers=3, limit_s=30) == {0, 1}
