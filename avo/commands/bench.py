@@ -119,21 +119,28 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
 
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 140))
+        console = Console(width=max(console.width, 160))
     interp = result.device == "interpret"
     clock = "interpreter (wall clock, not GPU performance)" if interp else f"gpu (CUDA events, {result.gpu})"
     table = Table(title=f"avo bench: {folder.name} · {task_name} · suite {suite} · times: {clock}")
+    hosted = any(c.host_us is not None for c in result.cases)  # GPU timing: the launch work per call is known
     for header in ("case", "correct", "rel err", "ms", "library ms", "TFLOPS", "library TFLOPS", "speedup", "spread",
-                   "rounds"):
-        table.add_column(header, justify="left" if header == "case" else "right", no_wrap=header != "case")
+                   "rounds", *(["host µs"] if hosted else [])):
+        table.add_column(header, justify="left" if header == "case" else "right", no_wrap=header != "case",
+                         overflow="fold")  # a narrow terminal folds a case name rather than cut it short
     for c in result.cases:
         correct = "-" if c.correct is None else ("yes" if c.correct else "NO")
         spread = "-" if c.spread is None else f"{c.spread * 100:.1f}%"
         speedup = finite(c.speedup, ".3f") + ("" if c.speedup_error is None else f" ±{c.speedup_error * 100:.1f}%")
+        # The candidate's launch work per call, and the device spin that kept it off the clock (timing.py).
+        host = "-" if c.host_us is None else f"{c.host_us:.0f}/{number(c.launch_shield_us, '.0f')}"
         table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
                       finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
-                      speedup, spread, number(c.rounds, "d"))
+                      speedup, spread, number(c.rounds, "d"), *([host] if hosted else []))
     console.print(table)
+    if hosted:
+        console.print("host µs: the candidate's launch work per call / the device spin before each timed call that "
+                      "kept it off the clock", markup=False)
     console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
                   + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)
     if result.message:
