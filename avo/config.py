@@ -7,7 +7,7 @@ typo in a YAML file is an error rather than a silently ignored key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from avo.errors import UserError
 
 Device = Literal["cuda", "interpret"]
+CompileAhead = Literal["processes", "threads", "off"]
 FLAGS = {"budget.hours": "--hours", "budget.max_candidates": "--max-candidates", "budget.max_cost": "--max-cost",
          "seed": "--seed", "device": "--device", "agent.kind": "--agent", "pool.workers": "--workers",
          "pool.gpus": "--gpus", "pool.cluster": "--cluster"}
@@ -48,14 +49,14 @@ class EvalConfig(_Strict):
     launch_shield_us: float = Field(default=50.0, ge=0.0)
     """Device spin before each timed call's start event, so host launch work is not timed; a case whose contenders'
     launch work takes longer gets a longer one (evaluate/worker/timing.py); 0: none."""
-    compile_ahead: Literal["processes", "threads", "off"] = "processes"
+    compile_ahead: CompileAhead = "processes"
     """Compile a Triton candidate's kernels for every case in parallel before the check stage
     (evaluate/worker/precompile.py), in forked processes or in threads of the worker; off, each compiles on its
     first launch, one after another. true and false (the earlier form) read as "processes" and "off"."""
     @field_validator("compile_ahead", mode="before")
     @classmethod
     def _compile_ahead_flag(cls, value: Any) -> Any:
-        if value in ("processes", "threads", "off"):
+        if value in get_args(CompileAhead):
             return value
         try:  # the earlier boolean form, as pydantic reads a bool (true/false, on/off, yes/no, 1/0)
             return "processes" if TypeAdapter(bool).validate_python(value) else "off"
@@ -193,6 +194,11 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
 
 RESUMABLE = ("budget.", "agent.", "pool.")
 """Prefixes of the settings a resumed run takes from the command line; the rest is the run's recorded config."""
+
+
+def resumable(overrides: dict) -> dict:
+    """The overrides a resumed run takes: those given (not None) under RESUMABLE."""
+    return {k: v for k, v in overrides.items() if k.startswith(RESUMABLE) and v is not None}
 
 
 def flatten(model: BaseModel, prefix: str = "", mode: str = "python") -> dict:

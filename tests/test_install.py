@@ -17,13 +17,17 @@ CI = (ROOT / ".ci" / "run").read_text()
 EDITABLE = re.compile(r"pip install (?:--quiet )?-e '\.\[([\w,]*)\]'")
 
 
-@pytest.fixture
-def extras() -> set[str]:
+def optional_dependencies() -> dict:
     try:
         import tomllib
     except ImportError:  # Python 3.10: pytest's own dependency
         import tomli as tomllib
-    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+@pytest.fixture
+def extras() -> set[str]:
+    return set(optional_dependencies())
 
 
 def setup_block() -> list[str]:
@@ -53,11 +57,7 @@ def test_ci_requires_what_the_cuda13_dev_and_ray_extras_provide():
 
 
 def test_ci_lints_with_what_the_dev_extra_installs():
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: pytest's own dependency
-        import tomli as tomllib
-    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    dev = optional_dependencies()["dev"]
     assert any(d.startswith("ruff") for d in dev) and any(d.startswith("import-linter") for d in dev)
     assert re.search(r"^python3 -m ruff check \.$", CI, re.M)
 

@@ -131,25 +131,27 @@ class Batch:
         """File every evaluation in flight, in call order."""
         if not self.pending:
             return
-        workspace_parent = self.ctx.state.parent if self.follows is None else None
+        checked_out = self.ctx.state.parent if self.follows is None else None
         for p in self.pending:
             # After a checkout that followed the last evaluate, the last result records that checkout's candidate
             # as the workspace's parent (what a resume reads), as it would one call at a time.
             last = p is self.pending[-1]
-            results[p.index] = self.finish(p, workspace_parent if last else None)
-        if workspace_parent is None:
-            workspace_parent = self.pending[self.follows].cid if self.follows is not None else None
-        self.ctx.state.parent = workspace_parent or self.ctx.state.parent
+            results[p.index] = self.finish(p, checked_out if last else None)
+        self.ctx.state.parent = checked_out or self.ctx.state.parent
         self.pending, self.follows = [], None
 
     def finish(self, p: Pending, workspace_parent: str | None = None) -> ToolResult:
         ctx = self.ctx
 
+        # The workspace's parent just before this call, one call at a time: filing moves it to the new candidate;
+        # a filing that fails leaves it there.
+        ctx.state.parent = self.resolve_parent(p.parent)
+
         def work() -> tuple:
             if p.duplicate_of is not None:
                 p.cid = self.resolve(p.duplicate_of)
                 return answer_duplicate(ctx, p.cid)
-            content, data = file_result(ctx, p.folder, self.resolve_parent(p.parent), p.rationale, p.future.result())
+            content, data = file_result(ctx, p.folder, ctx.state.parent, p.rationale, p.future.result())
             p.cid = data["cid"]
             return content, data
 

@@ -22,7 +22,7 @@ from avo.agent.loop import Agent
 from avo.agent.models.factory import make_model
 from avo.agent.seed import baseline, check_seed_for_agent, seed_failure, seed_folder
 from avo.agent.tools.base import LoopState, ToolContext, collect
-from avo.config import RESUMABLE, RunConfig, flatten
+from avo.config import RunConfig, flatten, resumable
 from avo.errors import UserError
 from avo.gpus import resolve
 from avo.run.directory import Run
@@ -57,8 +57,7 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
             changed.insert(0, "ops")
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
-        kept = {k: v for k, v in overrides.items() if k.startswith(RESUMABLE) and v is not None}
-        config = RunConfig.load(None, {**flatten(run.config), **kept})
+        config = RunConfig.load(None, {**flatten(run.config), **resumable(overrides)})
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
         from avo.tasks.kernelbench.spec import absolute_spec

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from avo.tasks.kernelbench import sweep
 from avo.errors import UserError
+from avo.util.format import first_line
 
 
 def bench_folder(kernel_dir: Path, candidates: Path, *, suite_plan: tuple[str, str], suite: str, gpu: str, device: str,
@@ -85,5 +86,5 @@ def load_problem(spec: str, device: str):
     except UserError as exc:
         return sweep.Row(stem, "load_error", reason=str(exc))
     except Exception as exc:  # a problem file can fail in ways of its own; the sweep goes on
-        return sweep.Row(stem, "load_error", reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return sweep.Row(stem, "load_error", reason=first_line(exc))
     return task

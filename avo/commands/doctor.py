@@ -66,9 +66,9 @@ def check_gpu() -> Check:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
     finally:
         pynvml.nvmlShutdown()
-    from avo.gpus import detect
+    from avo.gpus import profile_named
 
-    profile = detect()
+    profile = profile_named(name)
     detail = f"{name} x{count}, driver {driver}"
     if profile is None:
         return Check("GPU", False, detail + ", no avo profile", "name the closest profile with --gpu h100|h200|b200")

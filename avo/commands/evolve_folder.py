@@ -25,7 +25,7 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
                   hours_per_problem: float | None, sweep_id: str | None, out=None) -> int:
     from avo.commands.bench_folder import load_problem
     from avo.commands.evolve import evolve
-    from avo.config import RESUMABLE, RunConfig
+    from avo.config import RunConfig, resumable
     from avo.run.directory import Run, check_run_id
     from avo.tasks.kernelbench.spec import with_options
 
@@ -58,9 +58,8 @@ def evolve_folder(folder: Path, *, overrides: dict, config_file: str | None, qui
                 code = evolve(overrides=per_problem, config_file=config_file, resume=None, quiet=quiet, out=out,
                               ops=ops, run_id=run_id)
             elif Run.open(run_id, runs_dir).info().get("state") not in ("finished", "failed"):
-                kept = {k: v for k, v in per_problem.items() if k.startswith(RESUMABLE) and v is not None}
-                code = evolve(overrides={**kept, "runs_dir": str(runs_dir)}, config_file=None, resume=run_id,
-                              quiet=quiet, out=out)
+                code = evolve(overrides={**resumable(per_problem), "runs_dir": str(runs_dir)}, config_file=None,
+                              resume=run_id, quiet=quiet, out=out)
         except UserError as exc:
             if not (runs_dir / run_id).is_dir():
                 rows.append(sweep.Row(problem.stem, "failed", reason=str(exc)))

@@ -156,11 +156,11 @@ def choose_gpus(text: str, visible: list[str]) -> list[str]:
 
 def check_same_kind(chosen: list[str], gpu) -> None:
     """Every GPU given is the model the run is for (its bench numbers must be comparable)."""
-    from avo.gpus import nvml_device_name
+    from avo.gpus import nvml_device_name, profile_named
 
     for name in chosen:
         if not name.isdigit():  # a UUID: NVML's index for it is not known here
             continue
         present = nvml_device_name(int(name))
-        if present is not None and not any(key in present for key in gpu.nvml_names):
+        if present is not None and getattr(profile_named(present), "name", None) != gpu.name:
             raise UserError(f"--gpus: GPU {name} is '{present}', not a {gpu.name}: give the GPUs of one kind")

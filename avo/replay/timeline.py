@@ -94,8 +94,8 @@ class Timeline:
             self.pending = self._open(event)
         elif kind in ("tool_call", "tool_result"):
             self._attach(event)
-        elif self.pending is not None and not self.pending.complete:
-            self.held.append(Marker(kind, event))
+        elif kind != "stop" and self.pending is not None and not self.pending.complete:
+            self.held.append(Marker(kind, event))  # the stop ends the run: no result comes for calls still open
         else:
             done += self.flush()
             if kind == "baseline" and event.get("status") == "correct":

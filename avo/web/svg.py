@@ -31,8 +31,7 @@ def _ticks(low: float, high: float, n: int = 5) -> list[float]:
 
 
 def _hover(p) -> str:
-    rationale = " ".join((p.rationale or "(no rationale recorded)").split())
-    rationale = rationale if len(rationale) <= 400 else rationale[:397] + "..."
+    rationale = one_line(p.rationale or "(no rationale recorded)", 400)
     accepted = ", accepted" if p.accepted else ""
     return f"{p.cid} · {p.status}{accepted} · fitness {p.fitness:.4g}\n{rationale}\nresult: {p.summary}"
 

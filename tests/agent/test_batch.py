@@ -150,3 +150,29 @@ def test_no_tool_runs_once_the_evaluations_in_flight_fill_the_budget(tmp_path, p
     code, run, _ = evolve(tmp_path, pool, script, 2)
     assert code == 0 and len(run.lineage) == 3
     assert "SPEED = 2.5" not in (run.path / "workspace" / "kernel.py").read_text()
+
+
+def test_an_evaluation_that_fails_to_file_leaves_the_workspace_on_the_checkout_before_it(tmp_path, pool,
+                                                                                       monkeypatch):
+    """a, a checkout of the baseline, then b, whose filing fails: one call at a time the workspace would still come
+    from the baseline, so the next candidate (evaluated alone, a turn later) is the baseline's child, not a's."""
+    import avo.agent.batch as batch
+
+    filed = batch.file_result
+
+    def failing_for_b(ctx, folder, parent, rationale, result):
+        if rationale == "b":
+            raise OSError("the lineage could not be written")
+        return filed(ctx, folder, parent, rationale, result)
+
+    monkeypatch.setattr(batch, "file_result", failing_for_b)
+    script = [anthropic_turn(write(kernel(1.5)), evaluate("a"), ("checkout", {"cid": "c0000"}),
+                             write(kernel(0.5)), evaluate("b")),
+              anthropic_turn(write(kernel(2.0)), evaluate("c")), anthropic_turn(text="done")]
+    code, run, server = evolve(tmp_path, pool, script, 5)
+    assert code == 0
+    assert "failed" in text_of(results_of(server, 1)[-1])
+    assert (run.lineage.info("c0001").rationale, run.lineage.info("c0002").rationale) == ("a", "c")
+    assert run.lineage.info("c0002").parent == "c0000"
+    a_result, b_result = [e for e in run.events() if e.get("kind") == "tool_result" and e.get("name") == "evaluate"][:2]
+    assert (a_result["workspace_parent"], b_result["workspace_parent"]) == ("c0001", "c0000")  # what a resume reads

@@ -68,6 +68,19 @@ def test_a_confirmation_inside_an_evaluate_stays_in_its_step():
     assert [m.kind for m in markers] == ["confirm_start", "confirm_end"]
 
 
+def test_a_stop_inside_a_turn_whose_last_calls_never_ran_ends_its_step_live():
+    """The run stops (its budget) before a turn's second call: the stop is not held for a result that never comes,
+    so `avo replay --follow`, which returns at the stop, prints the step and the stop."""
+    timeline = Timeline()
+    events = [{"kind": "model_turn", "text": "two", "tool_calls": [{"id": "w", "name": "write_file", "arguments": {}},
+                                                                   {"id": "e", "name": "evaluate", "arguments": {}}]},
+              {"kind": "tool_call", "id": "w", "name": "write_file", "arguments": {}},
+              {"kind": "tool_result", "id": "w", "name": "write_file", "content": "written"},
+              {"kind": "stop", "status": "finished", "reason": "candidate budget of 3 spent"}]
+    items = [item for event in events for item in timeline.feed(event)]
+    assert [type(i).__name__ for i in items] == ["Step", "Marker"] and items[1].kind == "stop"
+
+
 def test_timeline_shows_phases_calls_rationale_results_and_best(runs, capsys):
     code, out, _ = avo(capsys, "replay", "gpu-shaped", "--runs-dir", runs)
     assert code == 0

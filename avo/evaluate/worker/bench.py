@@ -202,8 +202,7 @@ def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
     row.spread, row.library_spread = mine.spread, lib.spread
     row.ms_error, row.library_ms_error = mine.error, lib.error
     row.rounds = len(mine.round_medians_ms)
-    if mine.source == "gpu":
-        row.host_us, row.launch_shield_us = mine.host_us, mine.shield_us
+    row.host_us, row.launch_shield_us = mine.host_us, mine.shield_us  # None off a GPU
     row.speedup_error = ratio_error(mine, lib)
     row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
     row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None
@@ -213,7 +212,7 @@ def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
 def _note_host_bound(cand: Candidate, case: Any, mine: Any) -> None:
     """A note where the wrapper's host time per call outlasts the kernel: the launch shield keeps it off the clock
     (the speedup is the GPU's), but a caller that waits on each call would wait for the host."""
-    if mine.source == "gpu" and mine.host_us is not None and mine.host_us > 1000 * mine.ms:
+    if mine.host_us is not None and mine.host_us > 1000 * mine.ms:
         cand.result.notes.append(
             f"case {case.name}: the wrapper's host time per call ({mine.host_us:.0f} µs) exceeds its GPU time "
             f"({1000 * mine.ms:.0f} µs); the launch shield ({mine.shield_us:.0f} µs) keeps host time off the clock, "

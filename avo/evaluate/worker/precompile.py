@@ -126,15 +126,21 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     failed = _in_children(jobs, pool.workers) if pool.way == "processes" and jobs else set()
     # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
     loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
-    for job, kernel in zip(jobs, loaded):
-        try:
-            if kernel is None:
-                raise LookupError("not compiled")
-            for finalize in job.finalizers:
-                finalize(kernel)  # into the kernel's cache; runs Triton's post-compile hook, which a candidate may set
-        except Exception:
-            outcome.failed += 1  # left to the first launch, which raises whatever failed here with its message
+    outcome.failed = sum(not _finalize(job, kernel) for job, kernel in zip(jobs, loaded))
     return outcome
+
+
+def _finalize(job: _Job, kernel: Any) -> bool:
+    """The kernel into its JITFunction's cache (Triton's finalize, which runs the post-compile hook a candidate may
+    set); False where there is none or that fails: the first launch then raises whatever failed with its message."""
+    if kernel is None:
+        return False
+    try:
+        for finalize in job.finalizers:
+            finalize(kernel)
+    except Exception:
+        return False
+    return True
 
 
 def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[_Job]:

@@ -65,8 +65,8 @@ class Measurement:
     sync_gaps_ms: list[float] = field(default_factory=list)
     host_us: float | None = None
     """Median host time of a call (its wrapper's launch work) in the warm-up."""
-    shield_us: float = 0.0
-    """The launch shield the rounds ran with (the same for every contender of the case)."""
+    shield_us: float | None = None
+    """The launch shield the rounds ran with (the same for every contender of the case; GPU timing only)."""
 
     @property
     def ms(self) -> float:
@@ -119,7 +119,8 @@ def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int,
     """Time each contender interleaved with the others; `rep_ms` is the measured time per contender over all
     `rounds`, `shield_us` how long the device spins before each start event (0: no spin); the warm-up takes
     `warmup_ms` and `warmup_calls` calls per contender at least. With `target_error` > 0, timing ends after
-    `min_rounds` or any later round once each contender's `error` is at most `target_error`."""
+    `min_rounds` or any later round once the standard error of what is estimated (each contender's time, or with
+    `paired_with` its ratio to that contender) is at most `target_error`."""
     if device == "cuda":
         rounds = rounds or GPU_ROUNDS
         stop = _Stop(min(rounds, min_rounds or rounds), target_error, paired_with)
@@ -153,7 +154,7 @@ class LaunchShield:
         90th-percentile host time per call, at most SHIELD_MAX_US."""
         if self._spin is None:
             return
-        p90 = max((_quantile(t[1:] or t, 0.9) for t in host_us.values() if t), default=0.0)
+        p90 = max((_quantile(t, 0.9) for t in host_us.values() if t), default=0.0)
         self.us = max(self.us, min(SHIELD_MAX_US, SHIELD_FIT * p90))
         self.cycles = int(self.us * SPIN_CYCLES_PER_US)
 
@@ -202,6 +203,7 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
     flush = L2Flush(l2_bytes)
     shield = LaunchShield(shield_us)
     counter = _Counter(contenders)
+
     def call(c: Contender) -> tuple[int, tuple, Any, tuple, float]:
         """One call, timed: (index, inputs, output, (start, end, after) events, host µs of the call itself)."""
         start, end, after = (torch.cuda.Event(enable_timing=True) for _ in range(3))
@@ -224,8 +226,7 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
 
     # Rounds: contenders alternate call by call (the order flips every round), so a change of clock or power state
     # (the GPU boosts for about a second after idling, then settles at its power limit) hits all of them alike.
-    results = {c.name: Measurement(source="gpu", host_us=statistics.median(host_us[c.name][1:] or host_us[c.name]),
-                                   shield_us=shield.us)
+    results = {c.name: Measurement(source="gpu", host_us=statistics.median(host_us[c.name]), shield_us=shield.us)
                for c in contenders}
     for r in range(rounds):
         order = contenders if r % 2 == 0 else contenders[::-1]
@@ -255,7 +256,8 @@ def _warm_up(contenders, call, warmup_ms: float, least: int) -> tuple[dict[str, 
     """Contenders alternating until each has spent `warmup_ms` (`least` calls at least): first-call costs (an
     output's first allocation, a clock still rising) happen here; compiles and autotuning, too, where no checked
     call came first (the bench stage checks each case once before timing it). Returns each one's device-busy times
-    per call, which size the rounds, and its host times per call (µs), which size the launch shield."""
+    per call, which size the rounds, and its host times per call (µs; the first call's left out where there are
+    more: it may carry first-call costs), which size the launch shield."""
     spent = {c.name: 0.0 for c in contenders}
     estimates: dict[str, list[float]] = {c.name: [] for c in contenders}
     host_us: dict[str, list[float]] = {c.name: [] for c in contenders}
@@ -270,7 +272,7 @@ def _warm_up(contenders, call, warmup_ms: float, least: int) -> tuple[dict[str, 
             spent[c.name] += max(t, 1e-3)
         if all(len(e) >= 1000 for e in estimates.values()):
             break
-    return estimates, host_us
+    return estimates, {name: times[1:] or times for name, times in host_us.items()}
 
 
 def _calls_per_round(contenders, estimates: dict[str, list[float]], rep_ms: float, rounds: int) -> dict[str, int]:

@@ -13,11 +13,7 @@ from avo import tasks
 from avo.tasks.kernelbench.models import perturb_constant_parameters
 
 PROBLEMS = Path(__file__).parent / "kb_problems"
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def perturbed(default_device: str | None) -> nn.LayerNorm:
