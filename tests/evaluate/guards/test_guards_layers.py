@@ -66,7 +66,7 @@ FORWARD_CALLS = [
     ("y = self.blocks[0](x)", "calls self.blocks, a torch.nn.ModuleList"),
     ("y = self.act(x)", "calls self.act, a torch.nn.LeakyReLU"),
     ("y = nn.Linear(4, 4)(x)", "calls torch.nn.Linear"),
-    ("y = isinstance(self.gemm, nn.Linear)", "uses torch.nn.Linear"),
+    ("y = nn.Linear.forward(self.gemm, x)", "calls torch.nn.Linear.forward"),
     ("y = torch.nn.functional.linear(x, self.gemm.weight)", "calls torch.nn.functional.linear"),
 ]
 
@@ -78,6 +78,18 @@ def test_calling_a_layer_on_the_forward_path_is_a_library_call(tmp_path, line, p
     forward_line = HEADER.count("\n") + 2
     assert [(f.rule, f.line) for f in findings] == [("static.library_call", forward_line)], findings
     assert phrase in findings[0].what
+
+
+def test_a_layer_class_named_as_a_type_is_not_a_call(tmp_path):
+    """1_MLP's users keep nn.Linear layers in an nn.Sequential and pick them out by class in forward."""
+    forward = """\
+    def forward(self, x: torch.Tensor, last: nn.Linear | None = None) -> torch.Tensor:
+        picked: list[nn.Linear] = [m for m in self.blocks if isinstance(m, (nn.Linear, nn.Conv2d))]
+        assert issubclass(type(self.gemm), nn.Linear) and isinstance(self.norm, LayerNorm)
+        _k[(1,)](x)
+        return x + len(picked)
+    """
+    assert scan(_folder(tmp_path, forward), "1_MLP") == []
 
 
 def test_a_layer_called_inside_init_of_a_helper_is_still_judged_where_it_is_called(tmp_path):

@@ -117,7 +117,8 @@ class _PythonChecker(ast.NodeVisitor):
         self.kernels = 0
         self.holders = layers.find_holders(tree, self.resolver.resolve)
         self.built: set[int] = set()
-        """Nodes that build a torch.nn layer inside an `__init__`: a parameter holder, not a library call."""
+        """Nodes that build a torch.nn layer inside an `__init__` (a parameter holder), or name a layer class as a type
+        (`isinstance(m, nn.Linear)`, an annotation): not library calls."""
 
     def _add(self, rule: str, node: ast.AST, what: str, kind: str = "") -> None:
         if self.in_handler and rule == "static.library_call":
@@ -207,6 +208,8 @@ class _PythonChecker(ast.NodeVisitor):
         dotted = self.resolver.resolve(node)
         if func and layers.is_layer_class(func) and self._in_init():
             self.built |= {id(node), id(node.func)}
+        if func in ("builtins.isinstance", "builtins.issubclass") and len(node.args) == 2:
+            self._as_type(node.args[1])
         held = layers.holder_called(node, self.holders)
         if held and not self._in_init():
             self._add("static.library_call", node, f"calls {held[0]}, a {held[1]} (the task's library path): "
@@ -241,7 +244,17 @@ class _PythonChecker(ast.NodeVisitor):
                       "torch")
         self.generic_visit(node)
 
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._as_type(node.annotation)
+        self.generic_visit(node)
+
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        a = node.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                self._as_type(arg.annotation)
+        if node.returns is not None:
+            self._as_type(node.returns)
         jit = any(self._is_jit(d) for d in node.decorator_list)
         self.in_jit += jit
         self.kernels += jit
@@ -264,6 +277,18 @@ class _PythonChecker(ast.NodeVisitor):
             self.in_handler -= 1
 
     visit_TryStar = visit_Try
+
+    def _as_type(self, expr: ast.AST) -> None:
+        """Layer classes named in `expr` only as types (a tuple, a union, `list[...]`): comparing against a class runs
+        none of its code. A call inside (`nn.Linear(2, 2)`) is judged as a call still."""
+        pending = [expr]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Name | ast.Attribute):
+                if layers.is_layer_class(self.resolver.resolve(node) or ""):
+                    self.built.add(id(node))
+            elif isinstance(node, ast.Tuple | ast.List | ast.Subscript | ast.BinOp):
+                pending += [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
 
     def _is_jit(self, decorator: ast.AST) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
