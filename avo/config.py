@@ -68,6 +68,8 @@ class EvalConfig(_Strict):
     seed: int | None = None
     """Seed for the check inputs; None draws a fresh one for every evaluation (and records it)."""
     bench_suite: str = "bench"
+    """The timed suite: `bench` (the default), or `wide` (the shapes models run: head dim 64, short sequences, few
+    tokens, long K; attention and gemm)."""
     check_suite: str = "check"
 
 

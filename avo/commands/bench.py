@@ -12,8 +12,8 @@ from avo.errors import UserError
 from avo.evaluate.guards.rules import OPS_POLICIES
 from avo.util.format import finite, number
 
-SUITES = ("bench", "check", "tiny")
-SUITE_PLAN = {"bench": ("check", "bench"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
+SUITES = ("bench", "wide", "check", "tiny")
+SUITE_PLAN = {"bench": ("check", "bench"), "wide": ("check", "wide"), "check": ("check", ""), "tiny": ("tiny", "tiny")}
 """--suite -> (suite checked, suite timed or '' for none)."""
 DEVICES = ("cuda", "interpret")
 
@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
                                    "folder of them (with --candidates)."),
         candidates: str | None = typer.Option(None, "--candidates", help="With --kernel DIR: the folder holding "
                                               "<problem stem>/kernel.py for each problem file in DIR."),
-        suite: str = typer.Option("bench", "--suite", help="bench (check suite, then timed bench suite), check "
+        suite: str = typer.Option("bench", "--suite", help="bench (check suite, then timed bench suite), wide (check "
+                                  "suite, then the shapes models run: attention and gemm), check "
                                   "(correctness only) or tiny (interpreter-sized, checked and timed)."),
         gpu: str = typer.Option("auto", "--gpu", help="auto, h100, h200 or b200; must be the GPU present."),
         device: str = typer.Option("cuda", "--device", help="cuda, or interpret (Triton interpreter on the CPU: "
@@ -96,6 +97,8 @@ def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):
     if not (folder / KERNEL_FILE).is_file():
         raise UserError(f"no {KERNEL_FILE} in {folder}: a candidate folder holds a {KERNEL_FILE} defining the entry")
     task = tasks.load(kernel)
+    if device != "interpret" and SUITE_PLAN[suite][1]:
+        task.cases(SUITE_PLAN[suite][1])  # a suite this task lacks (wide for a KernelBench file) is refused here
     if defines_entry(folder / KERNEL_FILE, task.entry) is False:
         raise UserError(f"{folder / KERNEL_FILE} defines no `{task.entry}`: the {task.name} task calls "
                         f"{task.entry}(...) from it")

@@ -2,7 +2,8 @@
 
 q is [B, Hq, S, D], k and v are [B, Hkv, S, D] with Hq % Hkv == 0 (query head h reads kv head h // (Hq // Hkv));
 any S >= 1, D in {64, 128}, bf16 or fp16. The bench suite is the AVO paper's: D = 128, 32768 tokens per batch
-(B = 32768 / S), MHA 16/16 and GQA 32/8 and 32/4, causal and not.
+(B = 32768 / S), MHA 16/16 and GQA 32/8 and 32/4, causal and not. The wide suite holds the shapes models run:
+D 64 and 128, S 512 to 16384, MHA 16/16 and GQA 32/8, causal and not, also 32768 tokens per batch (48 cases).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from avo.tasks.base import Case
 TOKENS = 32768
 BENCH_SEQLENS = (4096, 8192, 16384, 32768)
 BENCH_HEADS = ((16, 16), (32, 8), (32, 4))
+WIDE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+WIDE_HEADS = ((16, 16), (32, 8))
+WIDE_HEAD_DIMS = (64, 128)
 
 # Relative-norm bounds, measured on CPU (float64 reference) over S in {1, 17, 100, 257, 300, 1000, 2048},
 # D 64/128, GQA, causal and not, input magnitude 1 and 6:
@@ -119,6 +123,14 @@ class AttentionTask:
                 for s in BENCH_SEQLENS
                 for causal in (False, True)
             ]
+        if suite == "wide":
+            return [
+                _case(TOKENS // s, hq, hkv, s, d, causal)
+                for d in WIDE_HEAD_DIMS
+                for hq, hkv in WIDE_HEADS
+                for s in WIDE_SEQLENS
+                for causal in (False, True)
+            ]
         if suite == "check":
             # No S below is a multiple of 16, so every tile size meets a ragged edge.
             return [
@@ -146,7 +158,7 @@ class AttentionTask:
                 _case(1, 2, 1, 300, 64, True, "float16"),
                 _case(1, 2, 2, 200, 64, False, "float16"),
             ]
-        raise UserError(f"unknown suite '{suite}': use check, bench or tiny")
+        raise UserError(f"unknown suite '{suite}': use check, bench, wide or tiny")
 
     def make_inputs(self, case: Case, seed: int, device: str) -> tuple:
         import torch

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-SUITES = ("check", "bench", "tiny")
+SUITES = ("check", "bench", "wide", "tiny")
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class Task(Protocol):
     """What a candidate's kernel.py must define."""
 
     def cases(self, suite: str) -> list[Case]:
-        """Cases of one suite: `check` (correctness: odd and edge shapes), `bench` (timed), `tiny` (interpreter)."""
+        """Cases of one suite: `check` (correctness: odd and edge shapes), `bench` (timed), `wide` (timed: the
+        shapes models run; built-in tasks only), `tiny` (interpreter)."""
         ...
 
     def make_inputs(self, case: Case, seed: int, device: str) -> tuple:

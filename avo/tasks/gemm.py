@@ -1,6 +1,8 @@
 """Matrix multiply: c = a @ b with a [M, K], b [K, N], bf16 in and out, fp32 accumulation, any M, N, K >= 1.
 
 The bench suite holds four shapes from LLM layers: 4096³, 8192³, 8192×14336×4096 and 16384×4096×4096 (M×N×K).
+The wide suite holds the shapes models run: M from 64 to 16384 tokens against the four linear layers of a 70B-class
+model (hidden 8192, 64 query heads, 8 KV heads of 128, intermediate 28672), 20 shapes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from avo.tasks.base import Case
 #   fp16 inputs rounded to bf16 on an fp16 task: 0.0024.
 # So 0.01 (bf16) and 0.002 (fp16) leave 6x and 7x headroom over honest kernels and reject any fp8 path.
 TOLERANCE = {"bfloat16": 0.01, "float16": 0.002}
+
+WIDE_TOKENS = (64, 256, 1024, 4096, 16384)
+# N x K of a 70B-class model's linear layers: qkv (64 + 2 * 8 heads of 128), o, gate and up (fused), down.
+WIDE_LAYERS = ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))
 
 
 def _case(m: int, n: int, k: int, dtype: str = "bfloat16") -> Case:
@@ -34,6 +40,8 @@ class GemmTask:
         if suite == "bench":
             return [_case(4096, 4096, 4096), _case(8192, 8192, 8192), _case(8192, 14336, 4096),
                     _case(16384, 4096, 4096)]
+        if suite == "wide":
+            return [_case(m, n, k) for m in WIDE_TOKENS for n, k in WIDE_LAYERS]
         if suite == "check":
             # M×N×K; none of the odd sizes is a multiple of any tile edge, and K crosses several K-tiles.
             return [
@@ -56,7 +64,7 @@ class GemmTask:
                 _case(65, 40, 100, "float16"),
                 _case(130, 257, 70, "float16"),
             ]
-        raise UserError(f"unknown suite '{suite}': use check, bench or tiny")
+        raise UserError(f"unknown suite '{suite}': use check, bench, wide or tiny")
 
     def make_inputs(self, case: Case, seed: int, device: str) -> tuple:
         import torch

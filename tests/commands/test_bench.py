@@ -38,6 +38,27 @@ def test_json_for_a_failing_candidate_exits_1(capsys):
     assert "kernel.py:6" in payload["message"]
 
 
+def test_the_wide_suite_is_timed_on_the_gpu(capsys, monkeypatch):
+    from avo.commands import bench as command
+
+    h200_present(monkeypatch)
+    seen = {}
+
+    class Recorded(Exception):
+        pass
+
+    class Evaluator:
+        def __init__(self, kernel, device, gpu, config):
+            seen.update(kernel=kernel, device=device, check=config.check_suite, bench=config.bench_suite)
+            raise Recorded
+
+    monkeypatch.setattr("avo.evaluate.harness.Evaluator", Evaluator)
+    with pytest.raises(Recorded):
+        main(["--debug", "bench", str(KERNELS / "good_gemm"), "--kernel", "gemm", "--suite", "wide"])
+    assert seen == {"kernel": "gemm", "device": "cuda", "check": "check", "bench": "wide"}
+    assert command.SUITE_PLAN["bench"] == ("check", "bench")
+
+
 def no_gpu(monkeypatch):
     monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: None)
 

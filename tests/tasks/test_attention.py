@@ -69,6 +69,18 @@ def test_bench_suite_is_the_paper_suite():
                     for s in (4096, 8192, 16384, 32768) for causal in (False, True)}
 
 
+def test_wide_suite_is_the_shapes_models_run():
+    cases = task.cases("wide")
+    assert len({c.name for c in cases}) == len(cases) == 48
+    seen = set()
+    for c in cases:
+        p = c.params
+        assert p["B"] * p["S"] == 32768 and c.dtype == "bfloat16"
+        seen.add((p["D"], p["Hq"], p["Hkv"], p["S"], p["causal"]))
+    assert seen == {(d, hq, hkv, s, causal) for d in (64, 128) for hq, hkv in ((16, 16), (32, 8))
+                    for s in (512, 1024, 2048, 4096, 8192, 16384) for causal in (False, True)}
+
+
 def test_check_suite_covers_the_edges():
     cases = task.cases("check")
     params = [c.params for c in cases]

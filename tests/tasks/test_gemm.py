@@ -36,6 +36,13 @@ def test_bench_suite_shapes():
     assert {c.dtype for c in task.cases("bench")} == {"bfloat16"}
 
 
+def test_wide_suite_is_a_70b_models_linear_layers_at_five_token_counts():
+    shapes = {(c.params["M"], c.params["N"], c.params["K"]) for c in task.cases("wide")}
+    layers = {(10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672)}
+    assert shapes == {(m, n, k) for m in (64, 256, 1024, 4096, 16384) for n, k in layers}
+    assert len(task.cases("wide")) == 20 and {c.dtype for c in task.cases("wide")} == {"bfloat16"}
+
+
 def test_check_suite_covers_the_edges():
     params = [c.params for c in task.cases("check")]
     dims = {p[d] for p in params for d in "MNK"}
