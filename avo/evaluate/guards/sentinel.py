@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from avo.evaluate.guards import audit
+import avo.evaluate.guards.audit as audit  # the module itself: the package's __init__ imports this one
 from avo.evaluate.guards.rules import Rejection
 
 # Modules and classes whose functions the evaluator measures or scores with. Missing ones are skipped.
