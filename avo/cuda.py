@@ -266,8 +266,28 @@ class CudaModule:
     def _stream(self, device: int, pointer: int) -> Any:
         stream = self._streams.get((device, pointer))
         if stream is None:
-            stream = self._streams[(device, pointer)] = _from_cupy("cupy").cuda.ExternalStream(pointer, device)
+            stream = self._streams[(device, pointer)] = _external_stream(_from_cupy("cupy"), pointer, device)
         return stream
+
+
+class _StreamHandle:
+    """A raw `cudaStream_t` offered through the CUDA stream protocol, whichever torch release made it."""
+
+    def __init__(self, pointer: int):
+        self.pointer = pointer
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.pointer)
+
+
+def _external_stream(cupy: Any, pointer: int, device: int) -> Any:
+    """CuPy's view of a stream it did not create. CuPy 14 deprecates `ExternalStream` for `Stream.from_external`;
+    the extras allow CuPy 13, so a CuPy without the latter keeps the former. A stream from `from_external` belongs
+    to whichever device is current when it is used, and `launch` makes `device` current."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is None:
+        return cupy.cuda.ExternalStream(pointer, device)
+    return from_external(_StreamHandle(pointer))
 
 
 def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...],
