@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from avo.errors import UserError
+from avo.tasks.workload import Workload
 
 Device = Literal["cuda", "interpret"]
 CompileAhead = Literal["processes", "threads", "off"]
@@ -71,6 +72,9 @@ class EvalConfig(_Strict):
     """The timed suite: `bench` (the default), or `wide` (the shapes models run: head dim 64, short sequences, few
     tokens, long K; attention and gemm)."""
     check_suite: str = "check"
+    workload: Workload | None = None
+    """The user's own cases (`--shapes`, `--workload FILE.yaml`, `--model config.json --tokens ...`), timed instead
+    of the bench suite, each with its weight in the fitness (avo/tasks/workload.py); None: the bench suite."""
 
 
 class PoolConfig(_Strict):

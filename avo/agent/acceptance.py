@@ -13,6 +13,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from avo.evaluate.result import weighted_error
 from avo.util import procs
 from avo.util.format import number
 
@@ -33,11 +34,17 @@ def noise(*results) -> float:
     (the standard error of their medians, from the per-round medians). Results without those errors (older runs)
     use the per-call spread instead, which overstates the error of a median many times over. Floor: MIN_NOISE.
     """
+    return bucket_noise(None, *results)
+
+
+def bucket_noise(bucket: str | None, *results) -> float:
+    """`noise` over the bench cases of one shape bucket (None: all of them), each case weighted as in the
+    fitness (a workload's weights; equal weights give sqrt(sum of squares) / cases)."""
     variance = 0.0
     for r in results:
-        cases = r.bench_cases()
+        cases = [c for c in r.bench_cases() if bucket is None or c.bucket == bucket]
         if cases:
-            variance += sum(_case_error(c) ** 2 for c in cases) / len(cases) ** 2
+            variance += weighted_error([_case_error(c) for c in cases], [c.weight for c in cases]) ** 2
     return max(MIN_NOISE, SIGMAS * math.sqrt(variance))
 
 

@@ -41,11 +41,22 @@ def register(app: typer.Typer) -> None:
         baseline: str | None = typer.Option(None, "--baseline", help="KernelBench tasks: eager (default) or "
                                             "compile (torch.compile(Model)); with --kernel DIR, compile adds a "
                                             "column against torch.compile beside the one against eager."),
+        shapes: list[str] | None = typer.Option(None, "--shapes", help="A case to time instead of the bench suite "
+                                                "(repeatable): B=8,Hq=32,Hkv=8,S=2048,D=128,causal or "
+                                                "M=512,N=6144,K=4096, optional weight=2 and fp16."),
+        workload: str | None = typer.Option(None, "--workload", help="YAML file of the cases to time instead of "
+                                            "the bench suite (name: ..., cases: [...])."),
+        model: str | None = typer.Option(None, "--model", help="A Hugging Face config.json: that model's shapes "
+                                         "at --tokens are timed instead of the bench suite."),
+        tokens: str | None = typer.Option(None, "--tokens", help="With --model: token counts, e.g. 2048,8192."),
+        batch: int | None = typer.Option(None, "--batch", help="With --model and --kernel attention: sequences "
+                                         "per case (default 1)."),
     ) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
         from avo.config import EvalConfig
         from avo.evaluate.harness import Evaluator
         from avo.tasks.kernelbench.spec import BASELINES, with_options
+        from avo.tasks.workload import from_flags
 
         if Path(kernel).is_dir():
             from avo.commands.bench_folder import bench_folder
@@ -67,15 +78,20 @@ def register(app: typer.Typer) -> None:
         if candidate is None:
             raise UserError("give the candidate folder to score (or --kernel DIR --candidates SOLUTIONS)")
         kernel = with_options(kernel, ops=ops, baseline=baseline)
+        users = from_flags(kernel.partition("?")[0], shapes=shapes, workload=workload, model=model, tokens=tokens,
+                           batch=batch)
+        if users is not None and suite not in ("bench", "check"):
+            raise UserError(f"a workload replaces the timed suite: use --suite bench (or check), not {suite}")
         folder, task, profile = validate(candidate, kernel, suite, gpu, device)
         check_suite, bench_suite = SUITE_PLAN[suite]
-        config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite)
+        config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite, workload=users)
         result = Evaluator(kernel, device=device, gpu=profile, config=config).evaluate(folder)
         if as_json:
-            payload = {"candidate": str(folder), "task": task.name, "suite": suite, **result.model_dump(mode="json")}
+            payload = {"candidate": str(folder), "task": task.name, "suite": suite,
+                       "workload": users.model_dump(mode="json") if users else None, **result.model_dump(mode="json")}
             typer.echo(json.dumps(payload, indent=2))
         else:
-            render(result, folder, task.name, suite)
+            render(result, folder, task.name, f"{suite}, workload {users.describe()}" if users else suite)
         if result.status != "correct":
             raise typer.Exit(1)
 
@@ -152,7 +168,8 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         src = "interpreter" if interp else "gpu"
         error = result.fitness_error()
         within = "" if error is None else f" ±{error * 100:.2f}% (standard error)"
-        console.print(f"fitness: {result.fitness:.4f}{within} (geometric-mean speedup over "
+        weighted = "weighted " if len({c.weight for c in result.bench_cases()}) > 1 else ""
+        console.print(f"fitness: {result.fitness:.4f}{within} ({weighted}geometric-mean speedup over "
                       f"{result.library or 'the library'}, times from the {src})", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)

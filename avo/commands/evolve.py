@@ -46,6 +46,21 @@ def summarize(run, reason: str, runs_dir: str, say) -> int:
     return 0
 
 
+def workload_override(kernel: str | None, config_file: str | None, resume: str | None, **flags) -> dict | None:
+    """The workload the flags give, as the run's `evaluation.workload` setting (None: no workload flag). A resumed
+    run keeps the workload it was started with."""
+    if not any(v is not None and v != [] for v in flags.values()):
+        return None
+    if resume is not None:
+        raise UserError("--shapes, --workload, --model config.json, --tokens and --batch cannot change when resuming: "
+                        "the run keeps its workload")
+    from avo.config import RunConfig
+    from avo.tasks.workload import from_flags
+
+    task = kernel if kernel is not None else RunConfig.load(config_file).kernel
+    return from_flags(task, **flags).model_dump(mode="json")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("evolve")
     def evolve_command(
@@ -56,7 +71,9 @@ def register(app: typer.Typer) -> None:
         max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop after this many candidates."),
         max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop once the model cost this many USD."),
         agent: Optional[str] = typer.Option(None, "--agent", help="auto, anthropic, openai, heuristic or replay."),
-        model: Optional[str] = typer.Option(None, "--model", help="Model name for the anthropic/openai backends."),
+        model: Optional[str] = typer.Option(None, "--model", help="Model name for the anthropic/openai backends; "
+                                            "a Hugging Face config.json (a path ending in .json) instead gives the "
+                                            "workload: that model's shapes at --tokens."),
         base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (OpenAI-compatible server)."),
         replay_from: Optional[str] = typer.Option(None, "--replay-from", help="Run or transcript to replay."),
         seed_kernel: Optional[str] = typer.Option(None, "--seed-kernel", help="Starting kernel folder."),
@@ -80,6 +97,15 @@ def register(app: typer.Typer) -> None:
                                                           "the time budget of each problem's run."),
         sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="With --kernel DIR: the runs' id prefix "
                                                "(default: the folder's name); the same id again resumes."),
+        shapes: Optional[list[str]] = typer.Option(None, "--shapes", help="A case to time instead of the bench "
+                                                   "suite (repeatable): B=8,Hq=32,Hkv=8,S=2048,D=128,causal or "
+                                                   "M=512,N=6144,K=4096, optional weight=2 and fp16."),
+        workload: Optional[str] = typer.Option(None, "--workload", help="YAML file of the cases to time instead "
+                                               "of the bench suite (name: ..., cases: [...])."),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="With --model config.json: token counts, "
+                                             "e.g. 2048,8192."),
+        batch: Optional[int] = typer.Option(None, "--batch", help="With --model config.json and --kernel "
+                                            "attention: sequences per case (default 1)."),
     ) -> None:
         """Evolve a kernel: the agent edits, the evaluator scores, the lineage keeps every candidate."""
         overrides = {
@@ -91,6 +117,11 @@ def register(app: typer.Typer) -> None:
         }
         if replay_from is not None and agent is None:
             overrides["agent.kind"] = "replay"
+        model_config = model if model is not None and model.endswith(".json") else None
+        if model_config is not None:
+            overrides["agent.model"] = None
+        overrides["evaluation.workload"] = workload_override(
+            kernel, config, resume, shapes=shapes, workload=workload, model=model_config, tokens=tokens, batch=batch)
         if kernel is not None and Path(kernel).is_dir():
             from avo.commands.evolve_folder import evolve_folder
 

@@ -41,6 +41,11 @@ class CaseResult(BaseModel):
     launch_shield_us: float | None = None
     """The device spin before each timed call's start event in this case: the configured one, or longer where a
     contender's launch work takes longer (evaluate/worker/timing.py)."""
+    weight: float = 1.0
+    """The case's weight in the fitness (a workload's share of the user's time; 1 in the built-in suites)."""
+    bucket: str | None = None
+    """The shape bucket whose configuration the kernel's table gave this case (read from its `bucket()` rule by the
+    agent side, agent/buckets.py); None where the kernel has no table."""
     input_scale: float = 1.0
     """The factor the case's floating-point inputs were scaled by before the call (worker.check.CHECK_SCALES)."""
     message: str = ""
@@ -88,13 +93,22 @@ class EvalResult(BaseModel):
     def bench_cases(self) -> list[CaseResult]:
         return [c for c in self.cases if c.speedup is not None]
 
+    def weighted_fitness(self, bucket: str | None = None) -> float:
+        """Weighted geometric-mean speedup over the bench cases (of one bucket, if given): what `fitness` is."""
+        cases = [c for c in self.bench_cases() if bucket is None or c.bucket == bucket]
+        return geomean([c.speedup for c in cases], [c.weight for c in cases])
+
+    def buckets(self) -> list[str]:
+        """The shape buckets its bench cases fall in, in case order (none where the kernel has no table)."""
+        return list(dict.fromkeys(c.bucket for c in self.bench_cases() if c.bucket is not None))
+
     def fitness_error(self) -> float | None:
-        """Relative standard error of `fitness` from each bench case's `speedup_error` (the geometric mean's log is
-        the mean of the cases' logs); None when a case has none (results recorded before it was)."""
-        errors = [c.speedup_error for c in self.bench_cases()]
-        if not errors or any(e is None for e in errors):
+        """Relative standard error of `fitness` from each bench case's `speedup_error` (the weighted geometric
+        mean's log is the weighted mean of the cases' logs); None when a case has none (results recorded before)."""
+        cases = self.bench_cases()
+        if not cases or any(c.speedup_error is None for c in cases):
             return None
-        return math.sqrt(sum(e * e for e in errors)) / len(errors)
+        return weighted_error([c.speedup_error for c in cases], [c.weight for c in cases])
 
     def summary(self) -> str:
         """One line for logs, lineage commit messages and the agent."""
@@ -112,8 +126,18 @@ def placement(worker: str, node: str) -> str:
     return f"{worker} on {node}" if worker and node else worker or node
 
 
-def geomean(values: list[float]) -> float:
-    values = [v for v in values if v and v > 0 and math.isfinite(v)]
-    if not values:
+def geomean(values: list[float], weights: list[float] | None = None) -> float:
+    """Geometric mean of the positive finite values, each weighted (equal weights: exactly the plain mean)."""
+    weights = [1.0] * len(values) if weights is None or len(set(weights)) <= 1 else weights
+    kept = [(v, w) for v, w in zip(values, weights) if v and v > 0 and math.isfinite(v)]
+    if not kept:
         return 0.0
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    total = sum(w for _, w in kept)
+    return math.exp(sum(w * math.log(v) for v, w in kept) / total)
+
+
+def weighted_error(errors: list[float], weights: list[float]) -> float:
+    """Relative standard error of a weighted geometric mean from its terms' relative errors: sqrt(sum (w e)^2) /
+    sum w (equal weights: sqrt(sum e^2) / n)."""
+    total = sum(weights)
+    return math.sqrt(sum((w * e) ** 2 for w, e in zip(weights, errors))) / total if total else 0.0

@@ -2,6 +2,7 @@
 
 - `base.py`: the Task protocol, cases and suites, and the relative-norm error.
 - `attention.py`, `gemm.py`: the built-in tasks, their reference, library path, bench suites and seeds.
+- `workload.py`: a user's own cases (--shapes, --workload FILE, --model config.json), timed instead of bench.
 - `kernelbench/`: KernelBench-format problem files as tasks.
 - `meta.py`: a case's inputs as meta tensors (compiling without running).
 """
@@ -18,16 +19,20 @@ BUILTIN = ("attention", "gemm")
 __all__ = ["BUILTIN", "SUITES", "Case", "Task", "load", "relative_error"]
 
 
-def load(spec: str) -> Task:
-    """The task named by `--kernel`: a built-in name or a path to a KernelBench-format .py file."""
+def load(spec: str, workload=None) -> Task:
+    """The task named by `--kernel`: a built-in name or a path to a KernelBench-format .py file. `workload` (a
+    tasks.workload.Workload, built-in tasks only) replaces its bench suite with the user's cases."""
     if spec == "attention":
         from avo.tasks.attention import AttentionTask
 
-        return AttentionTask()
+        return AttentionTask(workload)
     if spec == "gemm":
         from avo.tasks.gemm import GemmTask
 
-        return GemmTask()
+        return GemmTask(workload)
+    if workload is not None:
+        raise UserError("a workload (--shapes, --workload, --model) goes with --kernel attention or gemm; a task "
+                        "file brings its own shapes")
     path = Path(spec.partition("?")[0])  # `problem.py?baseline=compile`: options after the path
     if path.suffix == ".py":
         if not path.is_file():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
+from avo.tasks.workload import Workload, with_workload
 
 TOKENS = 32768
 BENCH_SEQLENS = (4096, 8192, 16384, 32768)
@@ -111,11 +112,17 @@ class AttentionTask:
     """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead
     (evaluate/worker/precompile.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workload: Workload | None = None) -> None:
         self._library_paths: dict[tuple, str] = {}
         self._last_library = ""
+        self.workload = workload
+        """The user's cases, timed instead of the bench suite (tasks/workload.py)."""
 
     def cases(self, suite: str) -> list[Case]:
+        return with_workload(self.workload, suite, self.suite_cases)
+
+    def suite_cases(self, suite: str) -> list[Case]:
+        """The built-in suites, whatever the workload."""
         if suite == "bench":
             return [
                 _case(TOKENS // s, hq, hkv, s, 128, causal)

@@ -15,11 +15,13 @@ SUITES = ("check", "bench", "wide", "tiny")
 
 @dataclass(frozen=True)
 class Case:
-    """One problem instance: a name that reads well in a table, its shape parameters and its dtype."""
+    """One problem instance: a name that reads well in a table, its shape parameters, its dtype and its weight in
+    the fitness (a workload's share of the user's time; the built-in suites weigh every case alike)."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict, hash=False)
     dtype: str = "bfloat16"
+    weight: float = 1.0
 
     def __str__(self) -> str:
         return self.name

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
+from avo.tasks.workload import Workload, with_workload
 
 # Relative-norm bounds, measured on CPU (float64 reference) over M, N, K from 1 to 8192 (odd, tall, skinny):
 #   honest kernel (fp32 accumulation in any order, output rounded): bf16 <= 0.0017, fp16 <= 0.00026;
@@ -36,7 +37,15 @@ class GemmTask:
     """Its wrappers run on meta tensors, so their Triton kernels can be compiled ahead
     (evaluate/worker/precompile.py)."""
 
+    def __init__(self, workload: Workload | None = None) -> None:
+        self.workload = workload
+        """The user's cases, timed instead of the bench suite (tasks/workload.py)."""
+
     def cases(self, suite: str) -> list[Case]:
+        return with_workload(self.workload, suite, self.suite_cases)
+
+    def suite_cases(self, suite: str) -> list[Case]:
+        """The built-in suites, whatever the workload."""
         if suite == "bench":
             return [_case(4096, 4096, 4096), _case(8192, 8192, 8192), _case(8192, 14336, 4096),
                     _case(16384, 4096, 4096)]

@@ -20,7 +20,7 @@ from typing import Any
 from avo.evaluate import guards
 from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
 from avo.evaluate.guards import Rejection
-from avo.evaluate.result import EvalResult, geomean
+from avo.evaluate.result import EvalResult
 from avo.evaluate.worker import timing  # noqa: F401  (binds the clock before any candidate code runs)
 from avo.evaluate.worker.bench import bench, release_memory
 from avo.evaluate.worker.candidate import Candidate, Context, Progress, Verdict
@@ -76,7 +76,11 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
     if cand.reference_wrapper:
         r.message = ("the task's first candidate: its reference wrapped unchanged, scored as the baseline (the guard "
                      "against the reference's ops does not apply to it; any edit makes it an ordinary candidate)")
-    r.fitness = geomean([c.speedup for c in r.bench_cases()]) if timed else 0.0
+    if timed:  # a workload weighs its cases (equal weights: the plain geometric mean)
+        weights = {case.name: case.weight for case in ctx.task.cases(ctx.bench_suite)}
+        for c in r.bench_cases():
+            c.weight = weights.get(c.case, 1.0)
+    r.fitness = r.weighted_fitness() if timed else 0.0
     r.timing_source = ("gpu" if ctx.device == "cuda" else "interpreter") if timed else "none"
     flags = []
     for c in r.bench_cases():
@@ -120,10 +124,10 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
         startup = time.time() - float(setup.get("spawned_at") or time.time())
     parts = Parts("setup")
     parts.start("task")
-    task = tasks.load(setup["task"])
+    config = EvalConfig.model_validate(setup["config"])
+    task = tasks.load(setup["task"], config.workload)  # a workload's cases are its bench suite
     seed = setup["seed"] if setup.get("seed") is not None else secrets.randbelow(2**31 - 2_000_000)
-    ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]],
-                  config=EvalConfig.model_validate(setup["config"]),
+    ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]], config=config,
                   seed=seed, progress=progress, check_suite=setup["check_suite"],
                   bench_suite=setup.get("bench_suite") or "")
     base = _base_fields(ctx)
