@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from avo.errors import UserError
 
 COMMAND_MODULES = (
-    "doctor", "bench", "evolve", "runs", "replay", "report", "serve", "profile", "docs",
+    "doctor", "bench", "evolve", "runs", "replay", "report", "serve", "profile", "docs", "package",
 )
 
 app = typer.Typer(

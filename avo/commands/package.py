@@ -1,0 +1,43 @@
+"""`avo package`: a run's candidate as an installable Python package (a torch custom op, the library its fallback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from avo.commands.runs import RUNS_DIR
+
+
+def register(app: typer.Typer) -> None:
+    app.command("package")(package)
+
+
+def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
+            cid: str = typer.Argument("best", help="The candidate: best (default), a cid, or a git revision."),
+            out: Path = typer.Option(..., "--out", help="Folder to write the package to (new, or empty)."),
+            name: str | None = typer.Option(None, "--name", help="Package and op namespace; default from the task "
+                                            "and run, e.g. attention_20261130_004738."),
+            allow_unmeasured: bool = typer.Option(False, "--allow-unmeasured", help="Package a candidate measured "
+                                                  "only under the interpreter (never timed on a GPU)."),
+            runs_dir: Path = RUNS_DIR) -> None:
+    """Write a candidate (best by default) as a package: a torch custom op with a fake implementation, a guard that
+    sends every input the run did not check to the library, patch() to route library calls, and MANIFEST.json."""
+    from avo.package.build import build
+    from avo.run.directory import Run
+
+    opened = Run.open(run, runs_dir)
+    try:
+        built = build(opened, cid, out, name=name, allow_unmeasured=allow_unmeasured)
+    finally:
+        opened.close()
+    manifest = built.manifest
+    measured = manifest["measured"]
+    where = measured["gpu_device"] or measured["gpu"] or measured["device"]
+    print(f"packaged {built.chosen.cid} of run {opened.id} ({manifest['kernel']} {manifest['op']}, fitness "
+          f"{manifest['fitness']:.3f}x {measured['library']}, {measured['timing']} timing on {where}) as "
+          f"{built.name} in {built.out}")
+    ranges = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in manifest["guard"]["ranges"].items())
+    values = ", ".join(f"{d} {v}" for d, v in manifest["guard"]["values"].items())
+    print(f"guard: {', '.join(manifest['guard']['dtypes'])}; {ranges}" + (f"; {values}" if values else ""))
+    print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")

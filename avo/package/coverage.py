@@ -1,0 +1,63 @@
+"""What a candidate was checked on, as the packaged guard reads it: per shape dimension the range (or the set of
+values) its evaluation's cases covered, the dtypes, and the GPU it ran on. An input outside any of these goes to
+the library.
+
+A case's shape comes from the task's own suites by name; a case no suite holds (a workload's) is read from its name,
+which the task builds from its shape.
+"""
+
+from __future__ import annotations
+
+import re
+
+from avo.errors import UserError
+from avo.tasks import SUITES
+
+RANGES = {"attention": ("B", "Hq", "Hkv", "S", "group"), "gemm": ("M", "N", "K")}
+"""Dimensions covered as [lowest, highest]: any value between was as much the kernel's business as the ends."""
+VALUES = {"attention": ("D", "causal"), "gemm": ()}
+"""Dimensions covered only at the values seen: a head dim is a different kernel specialization, not a size."""
+_NAMES = {
+    "attention": re.compile(r"b(?P<B>\d+)_h(?P<Hq>\d+)-(?P<Hkv>\d+)_s(?P<S>\d+)_d(?P<D>\d+)(?P<causal>_causal)?\b"),
+    "gemm": re.compile(r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)\b"),
+}
+
+
+def case_shapes(task, result) -> tuple[list[dict], list[str]]:
+    """(shape params of each case of `result`, names of the cases whose shape could not be told)."""
+    known = {}
+    for suite in SUITES:
+        try:
+            known.update({case.name: case.params for case in task.cases(suite)})
+        except UserError:  # a suite this task does not have
+            continue
+    shapes, unread = [], []
+    for case in result.cases:
+        params = known.get(case.case) or _from_name(task.name, case.case)
+        if params is None:
+            unread.append(case.case)
+            continue
+        shapes.append({**params, "dtype": case.dtype})
+    return shapes, unread
+
+
+def _from_name(task: str, name: str) -> dict | None:
+    match = _NAMES[task].match(name)
+    if match is None:
+        return None
+    return {key: (value is not None) if key == "causal" else int(value) for key, value in match.groupdict().items()}
+
+
+def covered(task: str, shapes: list[dict], gpu_device: str) -> dict:
+    """The guard's section of MANIFEST.json: what an input must match to reach the kernel."""
+    if not shapes:
+        raise UserError("the candidate's evaluation names no case whose shape avo can read: nothing to guard with")
+    rows = [dict(s, group=s["Hq"] // s["Hkv"]) if task == "attention" else s for s in shapes]
+    return {
+        "device": "cuda",
+        "device_names": [gpu_device] if gpu_device else [],
+        "dtypes": sorted({row["dtype"] for row in rows}),
+        "contiguous": True,
+        "ranges": {dim: [min(row[dim] for row in rows), max(row[dim] for row in rows)] for dim in RANGES[task]},
+        "values": {dim: sorted({row[dim] for row in rows}) for dim in VALUES[task]},
+    }

@@ -1,0 +1,50 @@
+"""MANIFEST.json of a package: where the kernel came from (run, candidate, commit), what it was measured against
+and with what (per case: times, speedup; the GPU, the library, the versions), what the guard lets through to it,
+and what the package needs installed."""
+
+from __future__ import annotations
+
+from avo import extras
+from avo.errors import UserError
+
+FORMAT = "avo-package"
+TORCH = "torch>=2.4"
+"""torch.library.custom_op and register_fake arrived in torch 2.4."""
+_CASE_FIELDS = ("case", "suite", "dtype", "correct", "rel_err", "tolerance", "ms", "library_ms", "tflops",
+                "library_tflops", "speedup")
+
+
+def requirements(imported: set[str], cuda_version: str) -> list[str]:
+    """What the package's kernel needs besides the standard library: torch, and triton or the CUDA extra's
+    packages (for the CUDA major the candidate was measured with)."""
+    needs = [TORCH]
+    if "triton" in imported:
+        needs.append("triton")
+    if "numpy" in imported:
+        needs.append("numpy")
+    if "avo" in imported:  # avo.cuda, carried as a copy: it compiles and launches through CuPy
+        major = int(cuda_version.split(".")[0]) if cuda_version[:1].isdigit() else extras.DEFAULT_CUDA
+        extra = extras.CUDA_EXTRAS.get(major)
+        found = extras.extra_requirements(extra) if extra else []
+        if not found:
+            raise UserError(f"cannot tell the packages of avo's {extra or 'CUDA'} extra for a CUDA C++ kernel "
+                            f"measured with CUDA {cuda_version or '?'}: install avo with `pip install -e .` "
+                            "in its checkout")
+        needs += [r for r in found if not r.startswith("numpy")]
+    return needs
+
+
+def manifest_for(run_id: str, chosen, *, name: str, guard: dict, unread: list[str], needs: list[str],
+                 language: str) -> dict:
+    result = chosen.result
+    return {
+        "format": FORMAT, "version": 1, "name": name, "op": chosen.task, "run_id": run_id, "cid": chosen.cid,
+        "commit": chosen.sha, "kernel": language, "fitness": result.fitness,
+        "measured": {"timing": result.timing_source, "gpu": result.gpu,
+                     "gpu_device": result.versions.get("gpu_device", ""), "device": result.device,
+                     "library": result.library, "versions": result.versions, "seed": result.seed},
+        "cases": [{key: getattr(case, key) for key in _CASE_FIELDS} for case in result.cases],
+        "guard": guard,
+        "cases_not_guarded": unread,
+        "requirements": needs,
+    }

@@ -1,0 +1,79 @@
+"""`NAME::attention(q, k, v, causal, scale)`: the evolved attention kernel as a torch custom op, SDPA its fallback.
+
+q is [B, Hq, S, D], k and v [B, Hkv, S, D] with Hq a multiple of Hkv (grouped-query heads): SDPA's layout, with
+`enable_gqa=True` when Hq != Hkv. The op calls the kernel only for inputs the guard says the run's cases covered;
+any other input, and any call autograd will differentiate, gets SDPA's answer (cuDNN where torch picks it).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import torch
+import torch.nn.functional as F
+
+from . import _guard, _loader
+
+__all__ = ["NAMESPACE", "attention", "attention_op", "calls", "fallbacks", "library"]
+
+NAMESPACE = __name__.rpartition(".")[0]
+_SDPA = F.scaled_dot_product_attention  # taken before any patch() replaces it
+calls = collections.Counter()
+"""Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason."""
+fallbacks = collections.Counter()
+
+
+def library(q, k, v, causal: bool, scale: float) -> torch.Tensor:
+    return _SDPA(q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _refusal(q, k, v, causal: bool) -> str | None:
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
+        return "shape (q, k, v not [B, H, S, D] with k and v alike)"
+    (b, hq, s, d), (bk, hkv, sk, dk) = q.shape, k.shape
+    if (b, s, d) != (bk, sk, dk) or hkv == 0 or hq % hkv:
+        return "shape (k, v do not match q, or Hq is not a multiple of Hkv)"
+    dims = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "group": hq // hkv, "causal": bool(causal)}
+    return _guard.refusal((q, k, v), dims)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    calls["op"] += 1
+    reason = _refusal(q, k, v, causal)
+    if reason is None:
+        calls["kernel"] += 1
+        return _loader.entry("attention")(q, k, v, causal, scale)
+    calls["library"] += 1
+    fallbacks[reason] += 1
+    return library(q, k, v, causal, scale)
+
+
+@attention_op.register_fake
+def _(q, k, v, causal, scale):
+    return q.new_empty((*q.shape[:-1], v.shape[-1]))
+
+
+def attention(q, k, v, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """softmax(q kᵀ · scale, causal mask optional) v; scale defaults to 1/sqrt(D), as SDPA's does."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if _guard.wants_grad(q, k, v):
+        return library(q, k, v, causal, scale)
+    return attention_op(q, k, v, causal, scale)
+
+
+def _sdpa_route(original):
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                     scale=None, enable_gqa=False):
+        ours = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
+                and (enable_gqa or query.shape[1] == key.shape[1]))
+        if ours:
+            return attention(query, key, value, is_causal, scale)
+        return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                        scale=scale, enable_gqa=enable_gqa)
+
+    return scaled_dot_product_attention
+
+
+ROUTES = [(F, "scaled_dot_product_attention", _sdpa_route)]
