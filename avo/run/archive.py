@@ -16,7 +16,7 @@ from avo.util import procs
 from avo.util.atomic import replacing
 from avo.errors import UserError
 from avo.run.lineage.repo import Lineage
-from avo.run.lineage.objects import run_git
+from avo.run.lineage.gitcmd import run_git
 from avo.run.directory import Run, check_run_id, lay_out, now, write_json_atomic
 
 FORMAT = "avo-run-export"

@@ -16,7 +16,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from avo.run.lineage.objects import run_git
+from avo.run.lineage.gitcmd import run_git
 
 HUNK = re.compile(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)")
 MAX_FILE_BYTES = 1_000_000

@@ -2,5 +2,6 @@
 
 - `repo.py`: Lineage: commit, accept, tags `baseline` and `best`, refs per candidate, log, diff, checkout.
 - `records.py`: what a commit holds and says: candidate ids, `avo.json`, the message and its `Avo-*` trailers.
-- `objects.py`: a candidate's git objects (tree, commit) written directly, and `run_git`.
+- `objects.py`: a candidate's git objects (tree, commit) written directly.
+- `gitcmd.py`: `run_git`, the one way git runs on a lineage: avo's config, fixed settings, no drivers, no secrets.
 """

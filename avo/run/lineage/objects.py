@@ -1,15 +1,13 @@
 """Git objects of a candidate, written straight into the lineage's loose-object store: its files and avo.json as
 a tree, and the commit over it (author: the model; committer: avo). Each object lands atomically, by rename, and
 nothing points at it until the lineage moves a ref, so a writer killed here leaves only objects `git fsck` ignores.
-Also `run_git`, the one way the lineage and its readers call the git command.
+The files are read as regular files only (avo.util.safe_files): a link or special file is refused, not followed.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,18 +16,19 @@ from gitdb import LooseObjectDB
 from gitdb.base import IStream
 
 from avo.run.lineage.records import COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, candidate_files
+from avo.util import safe_files
 
 
 def write_tree(odb: LooseObjectDB, src_dir: Path, record: bytes) -> str:
     """The tree of a candidate folder's files plus its avo.json record; its sha in hex."""
     root: dict = {RECORD_FILE: (_blob(odb, record), 0o100644)}
-    for rel, path in candidate_files(src_dir):
-        mode = 0o100755 if path.stat().st_mode & stat.S_IXUSR else 0o100644
+    for rel, _ in candidate_files(src_dir):
+        data, st = safe_files.read_file(src_dir, rel)
         node = root
         *dirs, name = rel.split("/")
         for d in dirs:
             node = node.setdefault(d, {})
-        node[name] = (_blob(odb, path.read_bytes()), mode)
+        node[name] = (_blob(odb, data), 0o100755 if st.st_mode & stat.S_IXUSR else 0o100644)
     return _store_tree(odb, root).hex()
 
 
@@ -39,15 +38,6 @@ def write_commit(odb: LooseObjectDB, tree: str, message: str, parents: list[str]
              f"author {model} <{COMMITTER_EMAIL}> {when}",
              f"committer {COMMITTER_NAME} <{COMMITTER_EMAIL}> {when}", "", message]
     return _store(odb, b"commit", "\n".join(lines).encode()).hex()
-
-
-def run_git(git_dir: Path, *args: str, stdin: str | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    done = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=stdin, capture_output=True, text=True,
-                          env=env, check=False)
-    if done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-    return done.stdout
 
 
 def _store_tree(odb: LooseObjectDB, node: dict) -> bytes:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from avo.evaluate.result import EvalResult
+from avo.util import safe_files
 
 RECORD_FILE = "avo.json"
 CID_PATTERN = re.compile(r"c\d{4,}")
@@ -31,24 +32,27 @@ def cid_number(cid: str) -> int:
     return int(cid[1:])
 
 
-def candidate_files(src_dir: Path) -> list[tuple[str, Path]]:
-    """(relative posix path, file) of what a candidate consists of: regular files, no caches, no hidden names."""
-    found = []
-    for root, dirs, files in os.walk(src_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
-        for name in files:
-            path = Path(root, name)
-            rel = path.relative_to(src_dir).as_posix()
-            if name.startswith(".") or name.endswith(".pyc") or rel == RECORD_FILE or path.is_symlink():
-                continue
-            found.append((rel, path))
-    return sorted(found)
+def left_out(rel: str, is_dir: bool) -> bool:
+    """Whether a folder entry is no part of a candidate: caches, bytecode, avo.json, and hidden names (so a
+    `.git`, `.gitattributes` or `.gitmodules` at any depth never reaches the lineage). Never inspected or opened."""
+    name = rel.rsplit("/", 1)[-1]
+    if is_dir:
+        return name in _SKIPPED_DIRS or name.startswith(".")
+    return name.startswith(".") or name.endswith(".pyc") or rel == RECORD_FILE
+
+
+def candidate_files(src_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative posix path, lstat) of what a candidate consists of, sorted: its regular files, what `left_out`
+    names left out. A symlink, hard link, FIFO, socket or device among them is refused (safe_files.UnsafeFile)."""
+    return safe_files.regular_files(Path(src_dir), left_out)
 
 
 def content_hash(src_dir: Path) -> str:
     """Hash of a candidate's files (paths, executable bits, bytes): equal for identical sources."""
-    return hash_files((rel, bool(path.stat().st_mode & stat.S_IXUSR), path.read_bytes())
-                      for rel, path in candidate_files(src_dir))
+    def read(rel: str) -> tuple[str, bool, bytes]:
+        data, st = safe_files.read_file(Path(src_dir), rel)
+        return rel, bool(st.st_mode & stat.S_IXUSR), data
+    return hash_files(read(rel) for rel, _ in candidate_files(src_dir))
 
 
 def hash_files(files: Iterable[tuple[str, bool, bytes]]) -> str:

@@ -10,6 +10,10 @@ last, so a process killed at any point leaves either the whole candidate or only
 does not mind. Ref updates that belong together (accept: marker, best, main) go through one
 `git update-ref --stdin` transaction.
 One writer per lineage (the run lock guarantees it); any number of readers.
+
+Git executes nothing a candidate could plant here: every git command goes through gitcmd.py (avo's own config,
+fixed settings, no drivers, a scrubbed environment). Candidate files go in and out as regular files only: a link
+or special file in a candidate folder is refused (avo.util.safe_files.UnsafeFile), never followed or opened.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat as stat_module
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,10 +34,12 @@ from gitdb import LooseObjectDB
 from avo.errors import UserError
 from avo.evaluate.result import EvalResult
 from avo.run.lineage.records import (  # noqa: F401  (content_hash, cid_for, cid_number: part of this module's interface)
-    CID_PATTERN, COMMITTER_EMAIL, COMMITTER_NAME, RECORD_FILE, cid_for, cid_number, content_hash,
-    message_for, model_name, parse_message, record_bytes, record_for, tidy_rationale,
+    CID_PATTERN, RECORD_FILE, cid_for, cid_number, content_hash,
+    left_out, message_for, model_name, parse_message, record_bytes, record_for, tidy_rationale,
 )
-from avo.run.lineage.objects import run_git, write_commit, write_tree
+from avo.run.lineage.gitcmd import init_repo, open_repo, run_git
+from avo.run.lineage.objects import write_commit, write_tree
+from avo.util import safe_files
 
 _REV_PATTERN = re.compile(r"(best|baseline|main|c\d{4,})([~^].*)?")
 _PACK_REFS_EVERY = 500  # loose refs are packed now and then so listing 10,000 candidates stays one file read
@@ -60,9 +67,9 @@ class Lineage:
         self.path = Path(path)
         self.on_change = on_change
         try:
-            self.repo = git.Repo(self.path)
+            self.repo = open_repo(self.path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise UserError(f"{self.path} is not a lineage (no git repository there)") from None
+            raise UserError(f"{self.path} is not a lineage (no bare git repository there)") from None
         # written in-process, each object to a temporary file renamed into place; GitPython's default store pipes
         # into `git hash-object --literally`, which turns a killed writer's truncated input into a malformed object
         self._objects = LooseObjectDB(str(self.path / "objects"))
@@ -73,14 +80,7 @@ class Lineage:
     @classmethod
     def init(cls, path: Path, on_change: Callable[[dict], None] | None = None) -> Lineage:
         path = Path(path)
-        git.Repo.init(path, bare=True, initial_branch="main")
-        settings = {
-            "core.logAllRefUpdates": "always",  # main's reflog records every accept and rollback
-            "gc.reflogExpire": "never", "gc.reflogExpireUnreachable": "never",
-            "user.name": COMMITTER_NAME, "user.email": COMMITTER_EMAIL, "avo.lineage": "1",
-        }
-        for key, value in settings.items():
-            run_git(path, "config", key, value)
+        init_repo(path)
         (path / "description").write_text("avo lineage: one commit per candidate; see refs/avo/*\n")
         return cls(path, on_change)
 
@@ -240,22 +240,17 @@ class Lineage:
 
     def checkout(self, cid: str, dest: Path) -> None:
         """Make `dest` hold exactly the candidate's files."""
-        tree = self.repo.commit(self._sha_of_cid(self.resolve(cid))).tree
+        cid = self.resolve(cid)
+        files = self._files_to_check_out(cid)
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
         for child in dest.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
-                child.unlink()
-        for blob in tree.traverse():
-            if blob.type != "blob" or blob.path == RECORD_FILE:
-                continue
-            target = dest / blob.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob.data_stream.read())
-            if blob.mode & 0o111:
-                target.chmod(0o755)
+                child.unlink()  # a link's name only, never its target
+        for path, blob in files:
+            safe_files.write_bytes(dest, path, blob.data_stream.read(), executable=bool(blob.mode & 0o111), new=True)
 
     def stats(self) -> dict:
         """Counts for summaries, from one scan: candidates, ok, failed, accepted, best and its fitness."""
@@ -275,6 +270,23 @@ class Lineage:
         return self._ref_sha(ref)
 
     # -- internals --------------------------------------------------------------------------------------------------
+
+    def _files_to_check_out(self, cid: str) -> list:
+        """(path, blob) of a candidate's files; UserError, before anything is written, for an entry avo would never
+        have committed (a symlink, a submodule, a hidden or cache name: only an imported lineage can hold one)."""
+        files = []
+        for item in self.repo.commit(self._sha_of_cid(cid)).tree.traverse():
+            if item.type == "tree" or item.path == RECORD_FILE:
+                continue
+            parts = item.path.split("/")
+            regular = item.type == "blob" and stat_module.S_ISREG(item.mode)
+            hidden = any(part in ("", ".", "..") or left_out("/".join(parts[:i + 1]), i < len(parts) - 1)
+                         for i, part in enumerate(parts))
+            if not regular or hidden:
+                what = "not a regular file" if not regular else "a name avo leaves out of candidates"
+                raise UserError(f"{cid}: '{item.path}' in the lineage is {what}; refusing to check it out")
+            files.append((item.path, item))
+        return files
 
     def _notify(self, **event) -> None:
         if self.on_change is not None:
