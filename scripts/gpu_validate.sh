@@ -25,14 +25,14 @@ step_tests() {
 }
 
 # Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
-# BENCH: space-separated KERNEL_SPEC|CANDIDATE_DIR pairs (default: the four Triton seeds).
+# BENCH: space-separated KERNEL_SPEC|CANDIDATE_DIR pairs (default: the four Triton seeds); SUITE: bench or wide.
 step_bench() {
   : > "$OUT/bench.jsonl"
   local pairs=${BENCH:-"gemm|kernels/gemm/triton_tiled gemm|kernels/gemm/triton_naive attention|kernels/attention/triton_fa2 attention|kernels/attention/triton_naive"}
   for pair in $pairs; do
     local spec=${pair%%|*} dir=${pair#*|}
     t0=$(now)
-    avo bench "$dir" --kernel "$spec" --json > /tmp/bench.json 2> /tmp/bench.err
+    avo bench "$dir" --kernel "$spec" --suite "${SUITE:-bench}" --json > /tmp/bench.json 2> /tmp/bench.err
     rc=$?; t1=$(now)
     python3 - "$dir" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$OUT/bench.jsonl"
 import json, sys
@@ -41,7 +41,8 @@ try:
     result = json.load(open("/tmp/bench.json"))
 except Exception as exc:
     result = {"status": "no-json", "message": open("/tmp/bench.err").read()[-2000:]}
-print(json.dumps({"seed": seed, "wall_s": wall, "rc": rc, "result": result}))
+print(json.dumps({"seed": seed, "suite": __import__("os").environ.get("SUITE", "bench"), "wall_s": wall, "rc": rc,
+                  "result": result}))
 PY
     python3 - <<'PY'
 import json

@@ -18,6 +18,12 @@
 //     on the H200 it ran at 0.6x of CLUSTER_M = 1, with the cause not yet found: off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
+//   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
+//     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
+//     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
+//     that arrives last at the tile's counter adds the parts up in split order 0, 1, ... (its own from registers)
+//     and stores C: the sum's order never depends on which unit finished first, so results are bitwise the same
+//     from run to run. The last one also zeroes the counter for the next call.
 // Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
@@ -155,6 +161,41 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], uns
     }
 }
 
+constexpr int PART = SUB_M * ACC * 128;  // fp32 partial of one consumer's sub-tile, in register order
+
+// Split-K: this unit's partial into the workspace; true for the consumer that arrives last at the tile, which then
+// holds the whole sum in d, added in split order whichever unit came last (deterministic).
+__device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* partials, int* arrivals, int* flag,
+                                              int slot, int split, int splits, int consumer) {
+    const int t = threadIdx.x % 128;
+    float* mine = partials + (static_cast<long long>(slot) * splits + split) * PART + t;
+#pragma unroll
+    for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) __stcg(mine + (s * ACC + i) * 128, d[s][i]);
+    __threadfence();
+    named_barrier(1 + consumer, 128);
+    if (t == 0) {
+        const bool last = atomicAdd(arrivals + slot, 1) == splits - 1;
+        if (last) arrivals[slot] = 0;  // ready for the next call: every other unit of this tile has arrived
+        *flag = last;
+    }
+    named_barrier(1 + consumer, 128);
+    const bool last = *flag;
+    named_barrier(1 + consumer, 128);  // the flag is read by all before the next tile may overwrite it
+    if (!last) return false;
+    __threadfence();
+    // Every part read back (this unit's own too, from L2), added in split order into d: no second register tile.
+    const float* part = partials + static_cast<long long>(slot) * splits * PART + t;
+    for (int p = 0; p < splits; ++p, part += PART) {
+#pragma unroll
+        for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) d[s][i] = (p ? d[s][i] : 0.f) + __ldcg(part + (s * ACC + i) * 128);
+    }
+    return true;
+}
+
 // A consumer's release of a stage: to the barrier of every block whose producer refills the slot.
 __device__ __forceinline__ void release(unsigned long long* empty_bar) {
     if constexpr (CLUSTER_M > 1) {
@@ -167,12 +208,14 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar) {
 
 template <bool FP16>
 __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
-                                          unsigned short* C, int M, int N, int K) {
+                                          unsigned short* C, int M, int N, int K, float* partials,
+                                          int* arrivals, int splits) {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
                                                                      CONSUMERS * C_BYTES);
     unsigned long long* empty = full + STAGES;
+    int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
     const int wg = threadIdx.x / 128;
     const unsigned rank = CLUSTER_M > 1 ? cluster_rank() : 0;
@@ -190,7 +233,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // loaded as zeros and stored nowhere, so both blocks always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
     const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-    const int units = rows_m * tiles_n, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+    // With split-K a unit is one split of a tile (splits of a tile adjacent); kernel.py keeps splits <= k_steps.
+    const int units = rows_m * tiles_n * splits, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
     const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
 
     if (wg == 0) {
@@ -201,9 +245,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             int stage = 0, phase = 0;
             for (int unit = first; unit < units; unit += step) {
                 int cm, tn;
-                tile_coords(unit, rows_m, tiles_n, cm, tn);
-                const int tm = cm * CLUSTER_M + rank;
-                for (int k = 0; k < k_steps; ++k) {
+                tile_coords(unit / splits, rows_m, tiles_n, cm, tn);
+                const int tm = cm * CLUSTER_M + rank, split = unit % splits;
+                const int k_end = (split + 1) * k_steps / splits;
+                for (int k = split * k_steps / splits; k < k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
@@ -230,10 +275,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         int stage = 0, phase = 0;
         for (int unit = first; unit < units; unit += step) {
             int cm, tn;
-            tile_coords(unit, rows_m, tiles_n, cm, tn);
-            const int tm = cm * CLUSTER_M + rank;
+            tile_coords(unit / splits, rows_m, tiles_n, cm, tn);
+            const int tm = cm * CLUSTER_M + rank, split = unit % splits;
+            const int k_begin = split * k_steps / splits, k_end = (split + 1) * k_steps / splits;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
-            for (int k = 0; k < k_steps; ++k) {
+            for (int k = k_begin; k < k_end; ++k) {
                 mbar_wait(&full[stage], phase);
                 const unsigned char* sa = smem + stage * STAGE_BYTES;
                 const unsigned char* sb = sa + A_BYTES;
@@ -242,7 +288,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s)
-                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), desc_b(sb, kk), k > 0 || kk > 0);
+                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), desc_b(sb, kk),
+                                  k > k_begin || kk > 0);
                 }
                 wgmma_commit();
                 if constexpr (MMA_LAG) {
@@ -261,6 +308,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             }
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[s]);
+            if (splits > 1 && !reduce_splits(d, partials, arrivals, flags + consumer,
+                                             ((unit / splits) * CLUSTER_M + rank) * CONSUMERS + consumer, split,
+                                             splits, consumer))
+                continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
                 store_tile_tma<FP16>(d, smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
                                      tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
@@ -283,14 +334,16 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
-    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K);
+          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
+          int* arrivals, int splits) {
+    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, splits);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K) {
-    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K);
+          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
+          int* arrivals, int splits) {
+    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, splits);
 }
 
 // Shapes TMA cannot address (rows not 16-byte aligned): one thread per output element, fp32 accumulation. Only the
