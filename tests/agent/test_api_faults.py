@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from avo.agent.models.retry import RetryPolicy
 from avo.agent.stops import BudgetExhausted
 from avo.cli import main
 from avo.errors import UserError
+from avo.run.directory import Run
 
 START = [Message(role="user", text="start")]
 
@@ -30,38 +32,38 @@ def closed_port() -> int:
 
 def test_an_outage_ends_with_the_time_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
-    began = time.monotonic()
+    outcome = []
 
-    def outage(index, body):  # 503 for 8 s, then answers: a run that waits past its budget gets an answer
-        if time.monotonic() - began < 8:
-            return anthropic_error(503, "api_error")
-        return anthropic_turn(("list_files", {}))
+    def outage(index, body):  # never over: only the budget can end the run
+        return anthropic_error(503, "api_error")
 
     with Loopback(outage) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        done = evolve(fake_session(tmp_path, flags={"agent.kind": "anthropic", "budget.hours": 0.0005})[0])  # 1.8 s
-    took = time.monotonic() - began
-    events = done.run.events()
-    assert done.code == 0 and "time budget" in events[-1]["reason"]
+        session = fake_session(tmp_path, flags={"agent.kind": "anthropic", "budget.hours": 0.0005})[0]  # 1.8 s
+        driver = threading.Thread(target=lambda: outcome.append(evolve(session)), daemon=True)
+        driver.start()
+        driver.join(timeout=300)  # a hang guard: a run that ignored its budget would wait out the outage forever
+    assert outcome, "the run was still waiting for the API long after its budget"
+    events = outcome[0].run.events()
+    assert outcome[0].code == 0 and "time budget" in events[-1]["reason"]
     assert any(e["kind"] == "api_wait" for e in events) and not any(e["kind"] == "model_turn" for e in events)
-    assert took < 6, f"the run outlived its budget by {took - 1.8:.1f} s"
 
 
 def test_a_server_never_reached_is_one_line_exit_2(tmp_path, capsys):
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    began = time.monotonic()  # without --model the server is asked for its model before any run
+    url = f"http://127.0.0.1:{closed_port()}/v1"  # without --model the server is asked for its model before any run
     code = main(["evolve", "--kernel", "gemm", "--device", "interpret", "--runs-dir", str(tmp_path / "runs"),
                  "--quiet", "--agent", "openai", "--base-url", url, "--hours", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("avo: error: cannot connect to http://127.0.0.1:") and "refused" in err
-    assert len(err.strip().splitlines()) == 1 and time.monotonic() - began < 20
-    began = time.monotonic()  # with --model, at the first turn, after the baseline
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+    # with --model, at the first turn, after the baseline
     session, _, _ = fake_session(tmp_path, flags={"agent.kind": "openai", "agent.base_url": url, "agent.model": "m"})
     with pytest.raises(UserError) as refused:
         evolve(session)
     message = str(refused.value)
     assert message.startswith("cannot connect to http://127.0.0.1:") and "refused" in message
-    assert "\n" not in message and time.monotonic() - began < 20
+    assert "\n" not in message
+    assert not any(e["kind"] == "api_wait" for e in Run.open("latest", tmp_path / "runs").events())  # not retried
 
 
 def test_a_connection_lost_after_the_server_answered_is_an_outage_retried():

@@ -51,7 +51,9 @@ def wait_for(predicate, timeout_s: float, what: str):
     raise AssertionError(f"{what} did not happen within {timeout_s:g} s")
 
 
-def gone_soon(pids: list[int], within_s: float = 1.5) -> bool:
+def gone_soon(pids: list[int], within_s: float = 30.0) -> bool:
+    """Whether these processes have all died, waited for with a bound that only a survivor reaches (a loaded machine
+    delivers a death late)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.02)
@@ -63,16 +65,15 @@ def test_kill_reaches_the_whole_process_group(tmp_path):
     marker = tmp_path / "alive"
     script = ("import os, time\n"
               "if os.fork() == 0:\n"
-              f"    while True:\n        open({str(marker)!r}, 'w').close()\n        time.sleep(0.05)\n"
+              f"    open({str(marker) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
+              f"    os.rename({str(marker) + '.tmp'!r}, {str(marker)!r})\n"
               "time.sleep(600)\n")
     proc = procs.popen([sys.executable, "-c", script])
     wait_for(marker.exists, 20, "the grandchild starting")
+    grandchild = int(marker.read_text())
     procs.kill_group(proc)
     assert proc.returncode == -signal.SIGKILL
-    time.sleep(0.3)
-    marker.unlink(missing_ok=True)
-    time.sleep(0.5)
-    assert not marker.exists(), "the grandchild survived the kill"
+    assert gone_soon([grandchild]), "the grandchild survived the kill"
 
 
 def test_a_child_dies_with_its_parent(tmp_path):
