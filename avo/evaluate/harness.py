@@ -20,6 +20,7 @@ from pathlib import Path
 
 from avo.util import procs
 from avo.config import EvalConfig
+from avo.evaluate import interpreter
 from avo.evaluate.result import EvalResult
 from avo.evaluate.worker_process import WorkerProcess
 from avo.gpus import GpuProfile
@@ -34,7 +35,8 @@ STDERR_TAIL = 3000
 
 
 def scrubbed_env(device: str) -> dict[str, str]:
-    """The parent's environment minus its secrets (util/secrets.py); TRITON_INTERPRET set by device.
+    """The parent's environment minus its secrets (util/secrets.py); for the interpreter, TRITON_INTERPRET set and the
+    GPUs hidden (evaluate/interpreter.py).
 
     Inductor (torch.compile, a KernelBench baseline) compiles on the worker's own thread: with a compile pool its
     threads start whenever results come back, at any moment, and the Sentinel would take them for the candidate's
@@ -42,7 +44,7 @@ def scrubbed_env(device: str) -> dict[str, str]:
     env = without_secrets()
     env.pop("TRITON_INTERPRET", None)
     if device == "interpret":
-        env["TRITON_INTERPRET"] = "1"
+        env.update(interpreter.ENV)
     env["PYTHONUNBUFFERED"] = "1"
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     return env

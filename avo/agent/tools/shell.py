@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from avo.evaluate import interpreter
 from avo.util import procs
 from avo.util.secrets import allowed
 
@@ -27,8 +28,8 @@ def shell(ctx: ToolContext, args: ShellArgs):
     if not getattr(getattr(ctx.config, "agent", None), "allow_shell", False):
         raise ToolError("the shell tool is disabled (start the run with --allow-shell to enable it)")
     env = allowed(SHELL_ENV_KEEP)
-    if ctx.device == "interpret":
-        env["TRITON_INTERPRET"] = "1"
+    if ctx.device == "interpret":  # as the evaluator's workers run: interpreted, GPUs hidden
+        env.update(interpreter.ENV)
     # its whole group is killed at the timeout (compilers and kernels it started), and with avo
     returncode, out, _ = procs.run(["/bin/sh", "-c", args.command], timeout_s=args.timeout_s, cwd=ctx.workspace,
                                    env=env)

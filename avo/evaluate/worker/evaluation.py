@@ -229,12 +229,17 @@ def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:
 
 
 def _import_toolchain() -> None:
-    """torch, Triton and the stage modules imported: no GPU is touched (CUDA starts at its first use)."""
+    """torch, Triton and the stage modules imported: no GPU is touched (CUDA starts at its first use); an older
+    Triton's interpreter mended where this NumPy breaks it (evaluate/interpreter.py)."""
     import importlib
 
     for name in ("torch", "triton", "triton.language", "avo.tasks", "avo.evaluate.guards",
                  "avo.evaluate.worker.check", "avo.evaluate.worker.bench", "avo.evaluate.worker.precompile"):
         importlib.import_module(name)
+    from avo.evaluate import interpreter
+
+    if interpreter.interpreting():
+        interpreter.fix_scalar_index()
 
 
 def _warm_toolchain(ctx: Context) -> None:
