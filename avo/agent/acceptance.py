@@ -13,6 +13,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from avo.agent.buckets import annotate_folder
 from avo.evaluate.result import weighted_error
 from avo.util import procs
 from avo.util.format import number
@@ -76,6 +77,8 @@ def answer_duplicate(ctx: ToolContext, duplicate: str):
 def file_result(ctx: ToolContext, folder: Path, parent: str | None, rationale: str, result):
     """Commit a scored candidate (the files of `folder`), decide whether it becomes the best, answer the agent."""
     run, lineage = ctx.run, ctx.lineage
+    # Which cases took which entry of the kernel's per-shape table: acceptance and the agent weigh buckets apart.
+    annotate_folder(result, Path(folder), getattr(ctx, "config", None))
     run.hold_eval(result)
     cid = lineage.commit(folder, parent=parent, result=result, model=ctx.state.model,
                          rationale=rationale)
@@ -106,10 +109,33 @@ def decide(ctx: ToolContext, cid: str, result, candidate: Path | None = None) ->
             return confirm(ctx, cid, result, None, candidate)
         return True, "accepted: first correct candidate"
     margin = noise(result, best_result)
-    if result.fitness <= best_result.fitness * (1 + margin):
+    split = bucket_verdict(result, best_result)
+    if split and split[0] == "mixed":
+        return False, f"not accepted: {split[1]} (its winning bucket's part alone may pay)"
+    if result.fitness <= best_result.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: fitness {result.fitness:.4g} does not beat best {best} "
                        f"({best_result.fitness:.4g}) by more than the noise ({margin:.1%})")
     return confirm(ctx, cid, result, best, candidate)
+
+
+def bucket_verdict(result, incumbent) -> tuple[str, str] | None:
+    """Bucket by bucket, where the kernel has a per-shape table of two buckets or more: ('mixed', why) when one
+    bucket gains and another loses, each beyond its own noise; ('gain', why) when some bucket gains beyond its noise
+    and none loses beyond it; None otherwise (no table, or no bucket moved beyond its noise)."""
+    buckets = [b for b in result.buckets() if b in incumbent.buckets()]
+    if len(buckets) < 2:
+        return None
+    gains, losses = [], []
+    for b in buckets:
+        before = incumbent.weighted_fitness(b)
+        if before <= 0:
+            continue
+        change, margin = result.weighted_fitness(b) / before - 1.0, bucket_noise(b, result, incumbent)
+        if abs(change) > margin:
+            (gains if change > 0 else losses).append(f"{b} {change:+.1%} (noise {margin:.1%})")
+    if gains and losses:
+        return "mixed", f"bucket {', '.join(gains)} gains but {', '.join(losses)} loses"
+    return ("gain", f"bucket {', '.join(gains)} gains, no bucket loses beyond its noise") if gains else None
 
 
 def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Path | None = None) -> tuple[bool, str]:
@@ -119,6 +145,8 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
         incumbent = Path(tmp)
         ctx.lineage.checkout(best if best else cid, incumbent)
         again, incumbent_again = ctx.evaluator.confirm(candidate or ctx.workspace, incumbent)
+        annotate_folder(again, candidate or ctx.workspace, getattr(ctx, "config", None))
+        annotate_folder(incumbent_again, incumbent, getattr(ctx, "config", None))
     ctx.state.last_confirm = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
                                  "incumbent": incumbent_again.model_dump(mode="json")}
     if again.status != "correct":
@@ -130,11 +158,14 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
     if incumbent_again.status != "correct":
         return _against_recorded_best(ctx, best, again, incumbent_again)
     margin = noise(again, incumbent_again)
-    if again.fitness <= incumbent_again.fitness * (1 + margin):
+    split = bucket_verdict(again, incumbent_again)
+    if split and split[0] == "mixed":
+        return False, f"not accepted: side by side, {split[1]} (its winning bucket's part alone may pay)"
+    if again.fitness <= incumbent_again.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: side by side, {again.fitness:.4g} vs best {best} {incumbent_again.fitness:.4g}"
                        f" is within the noise ({margin:.1%})")
     return True, (f"accepted: new best (side by side {again.fitness:.4g} vs {best} {incumbent_again.fitness:.4g}, "
-                  f"noise {margin:.1%})")
+                  f"noise {margin:.1%}" + (f"; {split[1]})" if split else ")"))
 
 
 def _against_recorded_best(ctx: ToolContext, best: str, again, incumbent_again) -> tuple[bool, str]:
@@ -197,7 +228,17 @@ def report(ctx: ToolContext, cid: str, parent, result, *, accepted: bool, duplic
         "timing_source": result.timing_source if result else "none",
         "worker": result.placement() if result else "",
         "cases": [c.model_dump(mode="json") for c in result.cases] if result else [],
+        "buckets": bucket_table(result, best_result),
     }
+
+
+def bucket_table(result, best_result) -> dict[str, list[float]]:
+    """bucket -> [its fitness in this result, in the best's] where the kernel has a per-shape table (the heuristic
+    agent tunes each bucket from these)."""
+    if result is None or not result.ok:
+        return {}
+    best = best_result if best_result is not None and best_result.ok else None
+    return {b: [result.weighted_fitness(b), best.weighted_fitness(b) if best else 0.0] for b in result.buckets()}
 
 
 def render(cid: str, parent, result, verdict: str, data: dict) -> str:

@@ -40,6 +40,8 @@ class Outcome:
     fitness: float
     accepted: bool
     message: str = ""
+    buckets: dict[str, list[float]] = field(default_factory=dict)
+    """bucket -> [its fitness here, the best's then], where the kernel has a per-shape table."""
 
 
 @dataclass
@@ -126,7 +128,7 @@ class History:
         self.workspace_cid = cid
         accepted = bool(data.get("accepted"))
         self.outcomes.append(Outcome(cid, point, str(data.get("status")), float(data.get("fitness") or 0.0),
-                                     accepted, str(data.get("message") or "")))
+                                     accepted, str(data.get("message") or ""), dict(data.get("buckets") or {})))
         if accepted and point is not None:
             self.accepted_points.append(point)
         if data.get("best_cid"):

@@ -4,6 +4,24 @@ A marker may sit on a plain assignment, an annotated one (`BLOCK_M: tl.constexpr
 (`num_warps=4,`) or a dict entry (`"BLOCK_M": 64,`). One knob per line; the comment lists the values to try, written
 as Python literals (bare words are read as strings). Editing a knob rewrites only the value on its line, so every
 other byte of the file stays as the author wrote it.
+
+A per-shape table holds one entry per shape bucket; each of its knobs names its bucket in the marker
+(`bucket=NAME`, anywhere among the values) and is called `NAME@BUCKET`, so one table reads as a kernel engineer
+writes it by hand:
+
+    CONFIGS = {
+        "small": dict(
+            BLOCK_M=32,  # avo: tune 16 32 64 128 bucket=small
+            num_warps=4,  # avo: tune 2 4 8 bucket=small
+        ),
+        "large": dict(
+            BLOCK_M=128,  # avo: tune 16 32 64 128 bucket=large
+            num_warps=8,  # avo: tune 2 4 8 bucket=large
+        ),
+    }
+
+The kernel's `bucket(...)` rule says which case takes which entry (avo/agent/buckets.py); a knob without a bucket
+serves every case. The heuristic agent tunes each bucket's knobs from that bucket's own cases.
 """
 
 from __future__ import annotations
@@ -37,6 +55,13 @@ class Knob:
     """0-based line number in kernel.py."""
     quote: str = ""
     """Quote character of a string value as written ('' for non-strings)."""
+    bucket: str | None = None
+    """The shape bucket whose table entry the knob is (`bucket=NAME` in the marker); None: every case's."""
+
+    @property
+    def base(self) -> str:
+        """The name as written in the source: `BLOCK_M` for `BLOCK_M@small` and `BLOCK_M#2`."""
+        return base_name(self.name)
 
     def neighbours(self, value: Value | None = None) -> list[Value]:
         """Values one step away in the choice list (every other value for strings and flags)."""
@@ -48,6 +73,18 @@ class Knob:
             return list(ordered)
         i = ordered.index(value)
         return [ordered[j] for j in (i - 1, i + 1) if 0 <= j < len(ordered)]
+
+
+def base_name(name: str) -> str:
+    return name.split("@")[0].split("#")[0]
+
+
+def bucket_of(name: str) -> str | None:
+    """The bucket a knob's name carries (`BLOCK_M@small` -> 'small'), or None."""
+    return name.split("@", 1)[1].split("#")[0] if "@" in name else None
+
+
+_BUCKET = re.compile(r"^bucket=(\w+)$")
 
 
 class KnobError(ValueError):
@@ -87,17 +124,20 @@ def _parse_knobs(text: str) -> tuple[Knob, ...]:
             continue
         value_text = match.group("value").strip()
         value = parse_literal(value_text)
-        choices = tuple(_coerce(parse_literal(tok), value) for tok in _split_choices(marker.group("choices")))
+        tokens = _split_choices(marker.group("choices"))
+        buckets = [m.group(1) for m in map(_BUCKET.match, tokens) if m]
+        choices = tuple(_coerce(parse_literal(tok), value) for tok in tokens if not _BUCKET.match(tok))
         if not choices:
             continue
         if value not in choices:
             choices = tuple(sorted_choices(choices + (value,)))
-        name = match.group("name")
+        name = match.group("name") + (f"@{buckets[0]}" if buckets else "")
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}#{seen[name]}"
         quote = value_text[0] if isinstance(value, str) and value_text[:1] in "\"'" else ""
-        knobs.append(Knob(name=name, value=value, choices=choices, line=lineno, quote=quote))
+        knobs.append(Knob(name=name, value=value, choices=choices, line=lineno, quote=quote,
+                          bucket=buckets[0] if buckets else None))
     return tuple(knobs)
 
 
@@ -177,7 +217,7 @@ def _token(value: Value) -> str:
     return repr(value)
 
 
-_POINT_TAG = re.compile(r"\{((?:[\w#]+=(?:'[^']*'|[^\s{}]+)\s*)+)\}\s*$")
+_POINT_TAG = re.compile(r"\{((?:[\w#@]+=(?:'[^']*'|[^\s{}]+)\s*)+)\}\s*$")
 
 
 def parse_point_tag(text: str) -> Point | None:
@@ -186,7 +226,7 @@ def parse_point_tag(text: str) -> Point | None:
     if match is None:
         return None
     point: Point = {}
-    for item in re.finditer(r"([\w#]+)=('[^']*'|[^\s{}]+)", match.group(1)):
+    for item in re.finditer(r"([\w#@]+)=('[^']*'|[^\s{}]+)", match.group(1)):
         point[item.group(1)] = parse_literal(item.group(2))
     return point
 

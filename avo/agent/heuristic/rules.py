@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from avo.agent.heuristic import blackwell
-from avo.agent.heuristic.knobs import Knob, Point
+from avo.agent.heuristic.knobs import Knob, Point, base_name
 
 _ROLE_PATTERNS = {
     "bm": r"(block|tile)(_size)?_?(m|q)|bm",
@@ -32,7 +32,7 @@ BYTES_PER_ELEMENT = 2
 
 
 def role_of(name: str) -> str | None:
-    base = name.split("#")[0].lower()
+    base = base_name(name).lower()
     for role, pattern in _ROLE_PATTERNS.items():
         if re.fullmatch(pattern, base):
             return role

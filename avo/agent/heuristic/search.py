@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from avo.agent.heuristic import blackwell
-from avo.agent.heuristic.knobs import Knob, Point, Value, point_key
-from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, infeasible, smem_bytes
+from avo.agent.heuristic.knobs import Knob, Point, Value, bucket_of, point_key
+from avo.agent.heuristic.measured import change_losses, winning_parts  # noqa: F401  (the search's inputs)
+from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes
 from avo.agent.heuristic.speed import Estimate, estimate
 
 PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
@@ -41,8 +42,6 @@ PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
 
 NEAR_MISS = 0.99
 """A correct point within 1% of the incumbent that was not accepted may pay in combination."""
-MIN_LOSS = 0.02
-"""A measured loss smaller than this is noise, not evidence against the change (see change_losses)."""
 
 
 @dataclass
@@ -86,6 +85,8 @@ class Search:
     """Whether a point can be written into the kernel (a choice that would not parse is never offered)."""
     losses: dict[frozenset, float] = field(default_factory=dict)
     """Set of (knob, before, after) changes -> relative fitness they lost when measured (see `change_losses`)."""
+    splits: list[tuple[dict[str, Value], str, float]] = field(default_factory=list)
+    """(changes, bucket, gain): the winning bucket's part of a move that cost another bucket (`winning_parts`)."""
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -114,8 +115,9 @@ class Search:
 
     def next_move(self) -> Move | None:
         """The most promising untried move. Two-knob moves join once no one-knob move is expected to gain (each
-        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles."""
-        moves = self._singles() + self._presets()
+        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles. The
+        winning bucket's part of a move that helped one bucket and cost another goes first: it was measured."""
+        moves = self._splits() + self._singles() + self._presets()
         if not moves or max(m.score for m in moves) <= 0:
             moves += self._pairs()
         return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
@@ -140,12 +142,13 @@ class Search:
     def _candidate(self, changes: dict[str, Value], kind: str, label: str = "") -> Move | None:
         point = dict(self.incumbent)
         point.update(changes)
-        point = self._repair(point, set(changes))
+        shape = self.shape_of(changes)
+        point = self._repair(point, set(changes), shape)
         if point is None or point == self.incumbent or self.tried(point):
             return None
         if self.renders is not None and not self.renders(point):
             return None
-        est = estimate(self.shape, self.incumbent, point, self.facts)
+        est = estimate(shape, self.incumbent, point, self.facts)
         diff = {k: (self.incumbent[k], v) for k, v in point.items() if self.incumbent.get(k) != v}
         move = Move(point=point, changes=diff, estimate=est, kind=kind, label=label)
         made = {(k, a, b) for k, (a, b) in diff.items()}
@@ -155,6 +158,25 @@ class Search:
             move.score = min(move.score, -lost)
             est.reason += f"; the same change lost {lost:.0%} when measured before"
         return move
+
+    def shape_of(self, changes) -> Shape:
+        """How to read a move: with the roles of its bucket's table entry (and the shared knobs) where every knob it
+        sets belongs to one bucket; else as the whole kernel."""
+        buckets = {bucket_of(name) for name in changes} - {None}
+        if len(buckets) != 1:
+            return self.shape
+        (bucket,) = buckets
+        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)]))
+
+    def _splits(self) -> list[Move]:
+        moves = []
+        for changes, bucket, gain in self.splits:
+            move = self._candidate(changes, "split", f"the {bucket} bucket's part alone")
+            if move is not None:
+                move.score = max(move.score, 1.0 + gain)  # measured, not modelled
+                move.estimate.reason = f"it gained {gain:.0%} on the {bucket} bucket when measured with the rest"
+                moves.append(move)
+        return moves
 
     def _singles(self) -> list[Move]:
         moves: dict[tuple, Move] = {}
@@ -194,21 +216,22 @@ class Search:
                 moves.setdefault(point_key(move.point), move)
         return list(moves.values())
 
-    def _repair(self, point: Point, fixed: set[str]) -> Point | None:
+    def _repair(self, point: Point, fixed: set[str], shape: Shape | None = None) -> Point | None:
         """Make a point fit by the knobs the move did not set: fewer stages for shared memory, more warps for
         registers. None when it cannot be made to fit."""
-        stages, warps = self.shape.roles.get("stages"), self.shape.roles.get("warps")
-        if warps and warps not in fixed and accumulator_registers(self.shape, point) > 128:
+        shape = shape or self.shape
+        stages, warps = shape.roles.get("stages"), shape.roles.get("warps")
+        if warps and warps not in fixed and accumulator_registers(shape, point) > 128:
             for value in _numeric_choices(self.by_name[warps], above=point[warps]):
                 point = dict(point, **{warps: value})
-                if accumulator_registers(self.shape, point) <= 128:
+                if accumulator_registers(shape, point) <= 128:
                     break
-        if stages and stages not in fixed and infeasible(self.shape, point, self.smem_cap):
+        if stages and stages not in fixed and infeasible(shape, point, self.smem_cap):
             for value in reversed(_numeric_choices(self.by_name[stages], below=point[stages])):
                 point = dict(point, **{stages: value})
-                if not infeasible(self.shape, point, self.smem_cap):
+                if not infeasible(shape, point, self.smem_cap):
                     break
-        return None if infeasible(self.shape, point, self.smem_cap) else point
+        return None if infeasible(shape, point, self.smem_cap) else point
 
     def _bonus(self, diff: dict[str, tuple[Value, Value]]) -> float:
         bonus = 0.0
@@ -224,36 +247,6 @@ class Search:
                 if near and all(diff.get(k, (None, None))[1] == v for k, v in near.items()) and len(diff) > len(near):
                     bonus += 0.02
         return bonus
-
-
-def change_losses(outcomes: list) -> dict[frozenset, float]:
-    """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
-    .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
-    its time by more than MIN_LOSS records its relative loss under the set of changes that made it; an accepted point
-    that gained more than MIN_LOSS records, under the changes that undo it, the loss of going back. A later move that
-    makes all of the changes of a set again (from any incumbent) is held back by it; the largest such loss counts."""
-    losses: dict[frozenset, float] = {}
-
-    def note(changes: list, loss: float) -> None:
-        key = frozenset(changes)
-        losses[key] = max(losses.get(key, 0.0), loss)
-
-    incumbent, best = None, 0.0
-    for o in outcomes:
-        if o.point is None or o.status != "correct":
-            continue
-        if incumbent is None:
-            incumbent, best = o.point, o.fitness
-            continue
-        changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
-        if o.accepted:
-            if changed and best > 0 and o.fitness > best * (1.0 + MIN_LOSS):
-                note([(k, after, before) for k, before, after in changed], 1.0 - best / o.fitness)
-            incumbent, best = o.point, o.fitness
-            continue
-        if best > 0 and changed and o.fitness < best * (1.0 - MIN_LOSS):
-            note(changed, 1.0 - o.fitness / best)
-    return losses
 
 
 def _required_smem(message: str) -> tuple[int, int] | None:

@@ -15,7 +15,7 @@ from avo.agent.heuristic.facts import facts_from
 from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
 from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
 from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, fixed_roles, roles
-from avo.agent.heuristic.search import Search, Trial, change_losses
+from avo.agent.heuristic.search import Search, Trial, change_losses, winning_parts
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
 
@@ -112,8 +112,9 @@ class HeuristicModel:
             if outcome.point is not None and set(outcome.point) == set(incumbent):
                 search.record(Trial(point=outcome.point, status=outcome.status, fitness=outcome.fitness,
                                     accepted=outcome.accepted, cid=outcome.cid, message=outcome.message))
-        search.losses = change_losses(
-            [o for o in h.per_candidate() if o.point is not None and set(o.point) == set(incumbent)])
+        measured = [o for o in h.per_candidate() if o.point is not None and set(o.point) == set(incumbent)]
+        search.losses = change_losses(measured)
+        search.splits = winning_parts(measured, knobs)
         if len(h.accepted_points) >= 2:
             before, after = h.accepted_points[-2], h.accepted_points[-1]
             search.last_accepted = {k: (before[k], v) for k, v in after.items() if before.get(k) != v}
