@@ -1,0 +1,128 @@
+"""`avo package` on the shipped example runs: what the package holds, read from the lineage, and the refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from package_runs import (ATTENTION_TRITON, GEMM_CUDA, KERNELBENCH, example_run)
+
+from avo.cli import main
+from avo.package.coverage import case_shapes
+from avo.package.vendor import imports_of
+from avo.run.directory import Run
+from avo.tasks import load
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+def _package(runs: Path, out: Path, *args: str) -> tuple[int, str]:
+    return main(["package", *args, "--out", str(out), "--runs-dir", str(runs)]), str(out)
+
+
+def test_the_best_of_a_run_is_packaged_from_its_lineage_commit(runs, tmp_path, capsys):
+    run_id = example_run(runs, ATTENTION_TRITON)
+    run = Run.open(run_id, runs)
+    (run.workspace / "kernel.py").write_text("raise SystemExit('the workspace, not the lineage')\n")
+    best, sha = run.lineage.best, run.lineage.info(run.lineage.best).sha
+    run.lineage.checkout(best, tmp_path / "committed")
+    code, _ = _package(runs, tmp_path / "pkg", run_id)
+    assert code == 0, capsys.readouterr().err
+    name = f"attention_{run_id.replace('-attention', '').replace('-', '_')}"
+    package = tmp_path / "pkg" / name
+    assert (package / "kernel" / "kernel.py").read_text() == (tmp_path / "committed" / "kernel.py").read_text()
+    manifest = json.loads((package / "MANIFEST.json").read_text())
+    result = run.load_eval(best)
+    assert (manifest["run_id"], manifest["cid"], manifest["commit"]) == (run_id, best, sha)
+    assert [c["speedup"] for c in manifest["cases"]] == [c.speedup for c in result.cases]
+    assert manifest["measured"]["gpu_device"] == "NVIDIA H200" and manifest["measured"]["library"] == "cudnn sdpa"
+    assert manifest["measured"]["versions"]["torch"] == result.versions["torch"]
+    guard = manifest["guard"]
+    assert guard["device_names"] == ["NVIDIA H200"] and guard["dtypes"] == ["bfloat16", "float16"]
+    assert guard["ranges"]["S"] == [1, 32768] and guard["ranges"]["group"] == [1, 8]
+    assert guard["values"] == {"D": [64, 128], "causal": [False, True]}
+    assert manifest["requirements"] == ["torch>=2.4", "triton"]
+    assert f'name = "{name}"' in (tmp_path / "pkg" / "pyproject.toml").read_text()
+    assert imports_of(tmp_path / "pkg") & {"avo", "anthropic", "openai", "git", "typer", "rich"} == set()
+    run.close()
+
+
+def test_a_cuda_kernel_carries_its_own_copy_of_avo_cuda(runs, tmp_path, capsys):
+    run_id = example_run(runs, GEMM_CUDA)
+    code, _ = _package(runs, tmp_path / "pkg", run_id, "--name", "my_gemm")
+    assert code == 0, capsys.readouterr().err
+    package = tmp_path / "pkg" / "my_gemm"
+    kernel = (package / "kernel" / "kernel.py").read_text()
+    assert "from my_gemm._cuda import load_module, tensor_map" in kernel and "avo" not in kernel.replace(
+        "avo: tune", "")
+    assert "from my_gemm._cuda_tensor_map import TensorMap, tensor_map" in (package / "_cuda.py").read_text()
+    assert "from my_gemm import _extras as extras" in (package / "_cuda.py").read_text()
+    assert imports_of(tmp_path / "pkg") & {"avo", "anthropic", "openai", "git", "typer", "rich"} == set()
+    manifest = json.loads((package / "MANIFEST.json").read_text())
+    assert manifest["kernel"] == "cuda" and any(r.startswith("cupy-cuda13x") for r in manifest["requirements"])
+    assert manifest["guard"]["ranges"] == {"M": [1, 16384], "N": [1, 14336], "K": [1, 8192]}
+
+
+def test_a_case_no_suite_holds_is_read_from_its_name(runs):
+    run = Run.open(example_run(runs, ATTENTION_TRITON), runs)
+    result = run.load_eval(run.lineage.best).model_copy(deep=True)
+    result.cases[0].case, result.cases[1].case = "b3_h12-4_s777_d64_causal", "not a shape"
+    shapes, unread = case_shapes(load("attention"), result)
+    assert {"B": 3, "Hq": 12, "Hkv": 4, "S": 777, "D": 64, "causal": True, "dtype": "bfloat16"} in shapes
+    assert unread == ["not a shape"]
+    run.close()
+
+
+def _refused(capsys, code: int) -> str:
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_candidate_that_is_not_correct_is_refused(runs, tmp_path, capsys):
+    run_id = example_run(runs, GEMM_CUDA)
+    code, _ = _package(runs, tmp_path / "pkg", run_id, "c0032")
+    assert "c0032 is compile_error, not correct" in _refused(capsys, code)
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_a_candidate_measured_only_under_the_interpreter_needs_allow_unmeasured(runs, tmp_path, capsys):
+    run_id = example_run(runs, ATTENTION_TRITON)
+    run = Run.open(run_id, runs)
+    best = run.lineage.best
+    measured = run.load_eval(best)
+    try:
+        run.save_eval(best, measured.model_copy(update={"timing_source": "interpreter", "device": "interpret"}))
+        code, _ = _package(runs, tmp_path / "pkg", run_id)
+        assert "--allow-unmeasured" in _refused(capsys, code) and not (tmp_path / "pkg").exists()
+        code, _ = _package(runs, tmp_path / "pkg", run_id, "--allow-unmeasured", "--name", "unmeasured")
+        assert code == 0, capsys.readouterr().err
+        manifest = json.loads((tmp_path / "pkg" / "unmeasured" / "MANIFEST.json").read_text())
+        assert manifest["measured"]["timing"] == "interpreter" and manifest["guard"]["device_names"] == []
+    finally:
+        run.save_eval(best, measured)
+        run.close()
+
+
+def test_an_existing_non_empty_out_is_refused(runs, tmp_path, capsys):
+    run_id = example_run(runs, ATTENTION_TRITON)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "keep.txt").write_text("mine")
+    code, _ = _package(runs, tmp_path / "pkg", run_id)
+    assert "not empty" in _refused(capsys, code)
+    assert [p.name for p in (tmp_path / "pkg").iterdir()] == ["keep.txt"]
+
+
+def test_a_kernelbench_run_is_refused_saying_what_is_supported(runs, tmp_path, capsys):
+    code, _ = _package(runs, tmp_path / "pkg", example_run(runs, KERNELBENCH))
+    assert "supports the built-in attention and gemm tasks" in _refused(capsys, code)
+
+
+@pytest.mark.parametrize("name", ["2fast", "torch", "my-op", "class"])
+def test_a_bad_name_is_refused(runs, tmp_path, capsys, name):
+    code, _ = _package(runs, tmp_path / "pkg", example_run(runs, ATTENTION_TRITON), "--name", name)
+    assert "--name" in _refused(capsys, code)
