@@ -104,13 +104,13 @@ class Session:
         from avo.cluster import make_pool
 
         task = tasks.load(config.kernel)
-        if hasattr(task, "preflight"):
-            task.preflight(config.device)
         seed_dir = seed_folder(config.seed_kernel, task, machine_default_seed(task, gpu, config.device))
-        if not resuming:
+        if not resuming:  # before the preflight, which sizes a KernelBench task (a minute for a level-3 model)
             check_seed_for_gpu(seed_dir, gpu)
             check_seed_for_agent(config.agent, seed_dir)
             config.seed_kernel = config.seed_kernel or str(seed_dir)  # the machine's default, kept for --resume
+        if hasattr(task, "preflight"):
+            task.preflight(config.device)
         if config.agent.kind == "replay" and config.agent.replay_from:
             config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
         controls = Controls()

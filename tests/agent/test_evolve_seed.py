@@ -65,3 +65,18 @@ def test_the_heuristic_agent_with_a_seed_without_knobs_says_what_it_needs(tmp_pa
     assert f"the heuristic agent only tunes `# avo: tune` knobs and {seed / 'kernel.py'} has none" in err
     assert "--seed-kernel" in err and "--agent anthropic" in err
     assert not list_runs(tmp_path / "runs")  # refused before any run, so before any evaluation
+
+
+def test_a_knob_less_kernelbench_seed_is_refused_before_the_task_is_sized(tmp_path, monkeypatch, capsys):
+    """Sizing a level-3 model (measuring sizes, running the smallest on the CPU) took 88 s on 36_LSTMHn before the
+    heuristic's refusal, which needs only the seed's kernel.py."""
+    from avo.tasks.kernelbench import task
+
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "cache"))
+    sized: list[str] = []
+    monkeypatch.setattr(task, "downsized", lambda *args: sized.append("downsized"))
+    monkeypatch.setattr(task.KernelBenchTask, "preflight", lambda self, device: sized.append("preflight"))
+    code, out, err = evolve(tmp_path, capsys, "--kernel", str(PROBLEM), "--agent", "heuristic")
+    assert code == 2 and err.count("\n") == 1
+    assert "the heuristic agent only tunes `# avo: tune` knobs and " in err and "has none" in err
+    assert sized == [] and not (tmp_path / "runs").exists()

@@ -64,7 +64,10 @@ class KernelBenchTask:
         self._measures: dict[tuple, Measure | None] = {}
         self._variants: dict[tuple, Variant] = {}
         self._by_signature: dict[tuple, Variant] = {}
-        self._suites = self._plan()
+        self._planned: dict[str, list[Case]] | None = None
+        self.meta_ok = self._measure(dict(self.problem.file_sizes), self.cast) is not None
+        """Whether the meta device runs the model at the file's size (else its sizes are measured for real); measured
+        now, so a forward that returns no tensor is refused as the file loads."""
 
     @classmethod
     def from_spec(cls, spec: str) -> KernelBenchTask:
@@ -104,7 +107,6 @@ class KernelBenchTask:
         import torch
 
         main = dict(self.problem.file_sizes)
-        self.meta_ok = self._measure(main, self.cast) is not None
         if not self.meta_ok:  # a model the meta device cannot run: the file's own size only, measured for real
             self.problem.measures.save()
             with torch.random.fork_rng(devices=[]):
@@ -126,6 +128,14 @@ class KernelBenchTask:
             tiny.append(self._case(smaller, tiny_cast))
         self.problem.measures.save()
         return {"check": check, "bench": [self._case(main, self.cast)], "tiny": tiny}
+
+    @property
+    def _suites(self) -> dict[str, list[Case]]:
+        """Planned on first use: sizing measures the model at many sizes (a level-3 model, for a minute), work a
+        refusal of the run before any evaluation need not wait for."""
+        if self._planned is None:
+            self._planned = self._plan()
+        return self._planned
 
     def cases(self, suite: str) -> list[Case]:
         if suite not in self._suites:

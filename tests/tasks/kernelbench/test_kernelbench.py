@@ -54,8 +54,11 @@ def test_a_broken_file_is_one_clear_line(name, phrase):
 def test_a_model_that_raises_is_the_files_fault_in_one_line(name, phrase, tmp_path, capsys):
     from avo.cli import main
 
+    seed = tmp_path / "seed"  # one the heuristic agent can tune, so the file's own fault is what is left to report
+    seed.mkdir()
+    (seed / "kernel.py").write_text("SCALE = 1  # avo: tune 1 2\n")
     code = main(["evolve", "--kernel", str(BROKEN / f"{name}.py"), "--device", "interpret", "--agent", "heuristic",
-                 "--runs-dir", str(tmp_path), "--quiet"])
+                 "--seed-kernel", str(seed), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and phrase in err and f"{name}.py" in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.rglob("run.json"))
@@ -325,6 +328,7 @@ def test_compile_introspection_finds_the_candidates_kernel():
 def test_measurements_are_remembered_across_processes(monkeypatch, tmp_path):
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path))
     first = load("conv2d")
+    first.cases("check")  # sized on first use
     assert first.problem.measures.path.is_file() and first.problem.measures.path.is_relative_to(tmp_path)
 
     def no_measuring(*args, **kwargs):
