@@ -257,7 +257,9 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
         lines.append(f"{'case':28} {'ms':>9} {'lib ms':>9} {'TFLOPS':>8} {'speedup':>8}  [{source}]")
         for c in timed:
             lines.append(f"{c.case[:28]:28} {fmt(c.ms)} {fmt(c.library_ms)} {fmt(c.tflops, 8, 1)} "
-                         f"{fmt(c.speedup, 8, 3)}")
+                         f"{fmt(c.speedup, 8, 3)}" + (f"  bucket {c.bucket}" if c.bucket else ""))
+    for bucket, (mine, best) in data.get("buckets", {}).items():
+        lines.append(f"bucket {bucket}: fitness {mine:.4g} (best {best:.4g})")
     failed = [c for c in result.cases if c.correct is False]
     for c in failed[:5]:
         lines.append(f"FAILED {c.case}: rel_err {c.rel_err} (tolerance {c.tolerance}) {c.message[:200]}")

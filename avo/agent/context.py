@@ -72,9 +72,30 @@ def system_prompt(s: Situation, tools: list[ToolSpec]) -> str:
     return prompt("system").safe_substitute(
         task_contract=task_contract(s.task),
         entry=s.task.entry, check_suite=s.suite(s.config.evaluation.check_suite), bench_suite=bench,
-        bench_cases=cases, gpu_profile=gpu_text, device_note=device_note, workers_note=workers_note(s),
+        bench_cases=cases, workload_note=workload_note(s), gpu_profile=gpu_text, device_note=device_note,
+        workers_note=workers_note(s),
         tool_list="\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools),
     )
+
+
+def workload_note(s: Situation) -> str:
+    """The user's workload, case by case with its shape and weight (the timed cases are theirs, not the suite's)."""
+    w = s.workload
+    if w is None:
+        return ""
+    total = sum(c.weight for c in w.cases)
+    rows = [f"- {c.name}: " + " ".join(f"{k}={v}" for k, v in c.params.items()) + f" {c.dtype}, weight "
+            f"{c.weight / total:.0%}" for c in w.cases]
+    return (f"\nWorkload {w.describe()}: fitness is the weighted geometric mean over these cases, each weighted by "
+            "its share of the user's time:\n" + "\n".join(rows))
+
+
+def bucket_line(result) -> str:
+    """' (per bucket: small 1.21, large 0.97)' for a result whose cases fall in a per-shape table's buckets."""
+    buckets = result.buckets() if result is not None else []
+    if not buckets:
+        return ""
+    return " (per bucket: " + ", ".join(f"{b} {result.weighted_fitness(b):.4g}" for b in buckets) + ")"
 
 
 def workers_note(s: Situation) -> str:
@@ -136,7 +157,7 @@ def _common(s: Situation, run, lineage) -> dict[str, str]:
     cid, source, fitness = best_source(run, lineage)
     return dict(task_name=s.task.name, gpu_name=s.gpu.name, device=s.device, best_cid=cid,
                 best_fitness=f"{fitness:.4g}", best_source=source, lineage_table=lineage_table(lineage),
-                notes=read_notes(run))
+                notes=read_notes(run), best_buckets=bucket_line(run.load_eval(cid) if cid != "-" else None))
 
 
 def restart_message(s: Situation, run, lineage, *, reason: str, parent: str | None, budget_line: str) -> Message:

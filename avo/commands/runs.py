@@ -83,11 +83,16 @@ def show(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
 def _show_run(run) -> None:
     from rich.table import Table
 
+    from avo.tasks.workload import recorded
+
     row, lineage, info = run.summary(), run.lineage, run.info()
     console = _console()
     console.print(f"[bold]{run.id}[/]  task {row['task']}  GPU {row['gpu']}  device {row['device']}  "
                   f"agent {row['agent']}  state {row['state']}")
     console.print(f"started {info.get('started', '?')}  updated {info.get('updated', '?')}  path {run.path}")
+    workload = recorded(info.get("config"))
+    if workload is not None:
+        console.print(f"workload {workload.describe()}", markup=False)
     console.print(f"candidates {row['candidates']} ({row['ok']} correct, {row['failed']} failed), "
                   f"{row['accepted']} accepted; best {row['best'] or '-'} "
                   f"{_fitness(row['best_fitness'], row['device'])}; baseline {lineage.baseline or '-'}; "

@@ -18,13 +18,16 @@ RANGE = "avo_profile"
 WARMUP_CALLS = 3
 
 
-def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int) -> str:
+def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int,
+             workload_file: Path | None = None) -> str:
     import torch
 
     from avo.evaluate.worker.loader import load_entry
     from avo.tasks import load
+    from avo.tasks.workload import Workload
 
-    task = load(task_spec)
+    workload = Workload.model_validate_json(workload_file.read_text()) if workload_file else None
+    task = load(task_spec, workload)
     case = task.cases(suite)[index]
     entry = load_entry(candidate, task.entry)
     inputs = task.make_inputs(case, seed, "cuda")
@@ -46,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--status", type=Path, required=True)
+    parser.add_argument("--workload", type=Path, default=None, help="JSON of the run's workload (its bench suite)")
     args = parser.parse_args(argv)
     from avo.util.procs import die_with_parent
 
     die_with_parent()  # started by ncu, not by avo: when ncu dies with avo, this goes too
     try:
-        status = {"ok": True, "case": run_case(args.candidate, args.kernel, args.suite, args.case, args.seed)}
+        status = {"ok": True, "case": run_case(args.candidate, args.kernel, args.suite, args.case, args.seed,
+                                                 args.workload)}
     except BaseException as exc:  # whatever the candidate raised is reported, never a traceback on ncu's output
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -72,7 +72,7 @@ def child_env() -> dict[str, str]:
 
 
 def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_index: int, log: Path, status: Path,
-                metrics: list[str]) -> list[str]:
+                metrics: list[str], workload_file: Path | None = None) -> list[str]:
     cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/",
            "--launch-count", str(MAX_KERNELS)]
     for section in SECTIONS:
@@ -82,6 +82,8 @@ def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_i
     cmd += ["--csv", "--page", "details", "--log-file", str(log),
             sys.executable, "-m", "avo.profile.driver", "--candidate", str(candidate), "--kernel", task_spec,
             "--suite", suite, "--case", str(case_index), "--status", str(status)]
+    if workload_file is not None:
+        cmd += ["--workload", str(workload_file)]
     return cmd
 
 
@@ -114,11 +116,12 @@ def explain_failure(returncode: int, output: str, status: dict | None, case: str
                         "entry must launch its work as GPU kernels")
 
 
-def pick_case(task_spec: str, suite: str, index: int):
-    """The task and its case `index` of `suite`; ProfileError naming the valid range otherwise."""
+def pick_case(task_spec: str, suite: str, index: int, workload=None):
+    """The task (timing `workload` as its bench suite, if given) and its case `index` of `suite`; ProfileError
+    naming the valid range otherwise."""
     from avo.tasks import load
 
-    task = load(task_spec)
+    task = load(task_spec, workload)
     cases = task.cases(suite)
     if not 0 <= index < len(cases):
         raise ProfileError(f"case {index} does not exist: the {suite} suite of {task.name} has cases "
@@ -128,18 +131,24 @@ def pick_case(task_spec: str, suite: str, index: int):
 
 def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
                       out_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      ncu: str | None = None) -> NcuProfile:
-    """Profile case `case_index` of `suite`; raises ProfileError with a one-line reason when there is no profile."""
+                      ncu: str | None = None, workload=None) -> NcuProfile:
+    """Profile case `case_index` of `suite` (of a workload's cases as the bench suite, if given); raises
+    ProfileError with a one-line reason when there is no profile."""
     ncu_path = find_ncu(ncu)
     candidate_dir = Path(candidate_dir).resolve()
-    task, case = pick_case(task_spec, suite, case_index)
+    task, case = pick_case(task_spec, suite, case_index, workload)
     started = time.monotonic()
     with procs.temp_dir("ncu") as tmp:
         log, status_path = Path(tmp) / "details.csv", Path(tmp) / "status.json"
+        workload_file = None
+        if workload is not None:
+            workload_file = Path(tmp) / "workload.json"
+            workload_file.write_text(workload.model_dump_json())
         metrics = extra_metrics(gpu.arch)
         for attempt in range(2):
             cmd = ncu_command(ncu_path, candidate=candidate_dir, task_spec=task_spec, suite=suite,
-                              case_index=case_index, log=log, status=status_path, metrics=metrics)
+                              case_index=case_index, log=log, status=status_path, metrics=metrics,
+                              workload_file=workload_file)
             left = max(1.0, timeout_s - (time.monotonic() - started))
             returncode, output = run_command(cmd, timeout_s=left, cwd=Path(tmp))
             if returncode is None:

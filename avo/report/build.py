@@ -53,6 +53,14 @@ class ReportData:
         return str(self.info.get("task", "?"))
 
     @property
+    def workload(self) -> str | None:
+        """The run's workload in one line (its own cases timed instead of the bench suite), or None."""
+        from avo.tasks.workload import recorded
+
+        found = recorded(self.info.get("config"))
+        return found.describe() if found else None
+
+    @property
     def baseline_fitness(self) -> float | None:
         return self.baseline_eval.fitness if self.baseline_eval is not None and self.baseline_eval.ok else None
 

@@ -40,6 +40,8 @@ def markdown(data, lineage) -> str:
              f"| state | {_cell(info.get('state', '?'))}"
              + (f" ({_cell(info['reason'])})" if info.get("reason") else "") + " |",
              f"| budget used | {_cell(budget_line(data))} |"]
+    if data.workload:
+        lines.append(f"| workload | {_cell(data.workload)} (weighted geomean over its cases) |")
     if data.best_cid and best is not None:
         lines.append(f"| best | **{data.best_cid}**, fitness {best.fitness:.4g} (geomean speedup vs "
                      f"{_cell(best.library or 'the library')}) |")

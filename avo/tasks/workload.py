@@ -78,6 +78,15 @@ def _with_defaults(params: dict, task: str) -> dict:
     return full
 
 
+def recorded(config: dict | None) -> Workload | None:
+    """The workload a run's recorded config (run.json's `config`) holds, or None (its bench suite was timed)."""
+    data = ((config or {}).get("evaluation") or {}).get("workload")
+    try:
+        return Workload.model_validate(data) if data else None
+    except ValueError:  # recorded by another version in another form: not named rather than misnamed
+        return None
+
+
 def from_flags(task: str, *, shapes: list[str] | None = None, workload: str | None = None,
                model: str | None = None, tokens: str | None = None, batch: int | None = None) -> Workload | None:
     """The workload the command-line flags give (one form at most), or None when none is given."""

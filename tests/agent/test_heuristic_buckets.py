@@ -5,6 +5,7 @@ dispatch picks (it runs the kernel's `config()` as the wrapper would): small M w
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from avo.agent.heuristic.knobs import parse_knobs, point_of, render
 from avo.agent.heuristic.measured import winning_parts
 from avo.agent.heuristic.rules import Shape, roles
 from avo.agent.heuristic.search import Search, Trial
+from avo.agent.session import settle
+from avo.cli import main
+from avo.report.build import gather
+from avo.report.markdown import markdown
 from avo.evaluate.result import CaseResult, EvalResult
 from avo.tasks.base import Case
 from avo.tasks.gemm import GemmTask
@@ -136,7 +141,7 @@ def test_the_winning_part_of_a_mixed_move_is_tried_alone():
     assert (move.kind, move.point) == ("split", {"BLOCK_M@small": 64, "BLOCK_M@large": 128})
 
 
-def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, monkeypatch):
+def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     seed = tmp_path / "seed"
     seed.mkdir()
@@ -159,6 +164,22 @@ def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, mo
     small_only = score_point(tmp_path, {"BLOCK_M@small": 32, "BLOCK_M@large": 128})
     large_only = score_point(tmp_path, {"BLOCK_M@small": 64, "BLOCK_M@large": 128})
     assert small_only / large_only - 1 < 0.01
+    assert_the_run_names_its_workload(done.run, tmp_path, capsys)
+
+
+def assert_the_run_names_its_workload(run, tmp_path: Path, capsys) -> None:
+    """run.json records it, --resume keeps it, show and the report name it, the model saw it and the buckets."""
+    recorded = json.loads((run.path / "run.json").read_text())["config"]["evaluation"]["workload"]
+    assert recorded == WORKLOAD.model_dump(mode="json")
+    resumed = settle({"runs_dir": str(tmp_path / "runs"), "budget.max_candidates": 40}, None, run.id)
+    assert resumed.config.evaluation.workload == WORKLOAD
+    capsys.readouterr()
+    assert main(["show", run.id, "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert "workload shapes: 4 gemm cases, weighted from --shapes" in capsys.readouterr().out
+    assert "| workload | shapes: 4 gemm cases, weighted from --shapes" in markdown(gather(run), run.lineage)
+    transcript = (run.path / "transcript.jsonl").read_text()
+    assert "- 16x256x256: M=16 N=256 K=256 bfloat16, weight 1%" in transcript  # the system prompt
+    assert "bucket small: fitness" in transcript and "bucket large" in transcript  # evaluate results
 
 
 def score_point(tmp_path: Path, point: dict) -> float:

@@ -173,3 +173,18 @@ def test_a_task_file_brings_its_own_shapes(capsys, tmp_path):
 def test_a_resumed_run_keeps_its_workload(capsys, tmp_path):
     code, err = avo(capsys, "evolve", "--resume", "latest", "--runs-dir", tmp_path, "--shapes", "M=1,N=1,K=1")
     assert code == 2 and "keeps its workload" in err
+
+
+def test_profile_takes_a_timed_case_by_name_and_profiles_the_workloads_cases():
+    from avo.agent.tools.base import ToolError
+    from avo.agent.tools.profile import case_index
+    from avo.profile.ncu import ncu_command, pick_case
+
+    w = from_shapes("gemm", ["M=16,N=32,K=8", "M=64,N=32,K=8"])
+    assert case_index("gemm", w, "64x32x8") == 1 and case_index("gemm", None, 2) == 2
+    with pytest.raises(ToolError, match="16x32x8, 64x32x8"):
+        case_index("gemm", w, "4096x4096x4096")
+    assert pick_case("gemm", "bench", 1, w)[1].name == "64x32x8"
+    cmd = ncu_command("ncu", candidate=Path("c"), task_spec="gemm", suite="bench", case_index=1, log=Path("l"),
+                      status=Path("s"), metrics=[], workload_file=Path("w.json"))
+    assert cmd[-2:] == ["--workload", "w.json"]

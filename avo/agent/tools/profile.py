@@ -10,7 +10,8 @@ from avo.profile import ProfileError
 
 
 class ProfileArgs(ToolArgs):
-    case: int = Field(0, ge=0, description="Index of the bench case to profile (0 = the first bench case).")
+    case: int | str = Field(0, description="Name of the timed case to profile, as the evaluate results show it, or "
+                                          "its index (0 = the first).")
 
 
 class InspectArgs(ToolArgs):
@@ -30,12 +31,27 @@ def profile(ctx: ToolContext, args: ProfileArgs):
         raise ToolError("profile needs a GPU, and this run scores kernels with the interpreter; use inspect_compile "
                         "for registers, spills, shared memory and the instruction mix")
     out_dir = getattr(ctx.run, "profiles_dir", None) if ctx.run is not None else None
+    workload = ctx.config.evaluation.workload if ctx.config is not None else None
+    index = case_index(ctx.task_spec, workload, args.case)
     try:
-        result = profile_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=args.case, out_dir=out_dir)
+        result = profile_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=index, out_dir=out_dir,
+                                   workload=workload)
     except Exception as exc:
         raise ToolError(_message("profile", exc)) from None
     text = result.text + (f"\n(raw ncu report: {result.csv_path.name})" if result.csv_path else "")
     return text, result.summary
+
+
+def case_index(task_spec: str, workload, case: int | str) -> int:
+    """The index among the timed cases (the workload's, if any) of the case named or numbered `case`."""
+    if isinstance(case, int) or str(case).isdigit():
+        return int(case)
+    from avo import tasks
+
+    names = [c.name for c in tasks.load(task_spec, workload).cases("bench")]
+    if case not in names:
+        raise ToolError(f"no timed case named {case}: the timed cases are {', '.join(names)}")
+    return names.index(case)
 
 
 def inspect_compile(ctx: ToolContext, args: InspectArgs):
