@@ -4,6 +4,8 @@ and what the package needs installed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from avo import extras
 from avo.errors import UserError
 
@@ -25,13 +27,28 @@ def requirements(imported: set[str], cuda_version: str) -> list[str]:
     if "avo" in imported:  # avo.cuda, carried as a copy: it compiles and launches through CuPy
         major = int(cuda_version.split(".")[0]) if cuda_version[:1].isdigit() else extras.DEFAULT_CUDA
         extra = extras.CUDA_EXTRAS.get(major)
-        found = extras.extra_requirements(extra) if extra else []
+        found = (extras.extra_requirements(extra) or _checkout_extra(extra)) if extra else []
         if not found:
             raise UserError(f"cannot tell the packages of avo's {extra or 'CUDA'} extra for a CUDA C++ kernel "
                             f"measured with CUDA {cuda_version or '?'}: install avo with `pip install -e .` "
                             "in its checkout")
         needs += [r for r in found if not r.startswith("numpy")]
     return needs
+
+
+def _checkout_extra(extra: str) -> list[str]:
+    """The extra's requirements from the pyproject.toml of the checkout avo runs from, where avo is not installed
+    (its metadata is what extras.extra_requirements reads)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        return []
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    return list(project.get("optional-dependencies", {}).get(extra, [])) if project.get("name") == "avo" else []
 
 
 def manifest_for(run_id: str, chosen, *, name: str, guard: dict, unread: list[str], needs: list[str],
