@@ -143,8 +143,9 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
     clock = "interpreter (wall clock, not GPU performance)" if interp else f"gpu (CUDA events, {result.gpu})"
     table = Table(title=f"avo bench: {folder.name} · {task_name} · suite {suite} · times: {clock}")
     hosted = any(c.host_us is not None for c in result.cases)  # GPU timing: the launch work per call is known
+    precise = any(c.library_precision for c in result.cases)  # float32 cases: which library the speedup is against
     for header in ("case", "correct", "rel err", "ms", "library ms", "TFLOPS", "library TFLOPS", "speedup", "spread",
-                   "rounds", *(["host µs"] if hosted else [])):
+                   "rounds", *(["library as"] if precise else []), *(["host µs"] if hosted else [])):
         table.add_column(header, justify="left" if header == "case" else "right", no_wrap=header != "case",
                          overflow="fold")  # a narrow terminal folds a case name rather than cut it short
     for c in result.cases:
@@ -155,8 +156,12 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         host = "-" if c.host_us is None else f"{c.host_us:.0f}/{number(c.launch_shield_us, '.0f')}"
         table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
                       finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
-                      speedup, spread, number(c.rounds, "d"), *([host] if hosted else []))
+                      speedup, spread, number(c.rounds, "d"), *([c.library_precision or "-"] if precise else []),
+                      *([host] if hosted else []))
     console.print(table)
+    if precise:
+        console.print("library as: fp32 (as configured, TF32 off) or tf32 (TF32 allowed: the candidate's float32 error "
+                      "is past what fp32 arithmetic gives)", markup=False)
     if hosted:
         console.print("host µs: the candidate's launch work per call / the device spin before each timed call that "
                       "kept it off the clock", markup=False)

@@ -22,6 +22,8 @@ class CaseResult(BaseModel):
     rel_err: float | None = None
     tolerance: float | None = None
     ms: float | None = None
+    library_rel_err: float | None = None
+    """The library's own relative error on the same inputs (float32 cases; worker/precision.py)."""
     library_ms: float | None = None
     tflops: float | None = None
     library_tflops: float | None = None
@@ -29,6 +31,9 @@ class CaseResult(BaseModel):
     """Library time / candidate time (> 1 means faster than the library)."""
     spread: float | None = None
     library_spread: float | None = None
+    library_precision: str | None = None
+    """How the library was timed on a float32 case: 'fp32' (as configured) or 'tf32' (TF32 allowed, for a candidate
+    whose float32 error is past fp32's: worker/precision.py); None where not timed or not float32."""
     ms_error: float | None = None
     """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
     library_ms_error: float | None = None
@@ -72,6 +77,10 @@ class EvalResult(BaseModel):
     allowed for the parts it does not replace; KernelBench tasks, `ops=partial`)."""
     versions: dict[str, str] = Field(default_factory=dict)
     seed: int | None = None
+    library_precision: str = ""
+    """'tf32' where any case's speedup is against the library with TF32 allowed (the candidate's float32 error is past
+    fp32's), 'fp32' where every float32 case's is against the library as configured; '' without timed float32
+    cases."""
     notes: list[str] = Field(default_factory=list)
     """How it was scored, where that differs from the configuration (e.g. an input rotation reduced to fit memory)."""
     wall_s: float = 0.0
@@ -118,7 +127,8 @@ class EvalResult(BaseModel):
         src = "" if self.timing_source == "gpu" else f" [{self.timing_source}]"
         flag = " SUSPICIOUS" if self.suspicious else ""
         ops = "" if self.ops == "strict" else f" [ops={self.ops}]"
-        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{src}{ops}{flag}"
+        tf32 = " (TF32 allowed)" if self.library_precision == "tf32" else ""
+        return f"correct, fitness {self.fitness:.3f}x {self.library or 'library'}{tf32}{src}{ops}{flag}"
 
 
 def placement(worker: str, node: str) -> str:

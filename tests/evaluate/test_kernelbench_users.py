@@ -83,7 +83,8 @@ def test_the_folder_sweep_scores_every_problem_and_keeps_going(sweep):
                           "12_Gemm_Multiply_LeakyReLU", "23_Softmax", "25_Swish", "30_Unsolved", "40_LayerNorm"]
     for stem in STEMS:
         assert (rows[stem]["status"], rows[stem]["correct"]) == ("correct", True), rows[stem]["reason"]
-        assert rows[stem]["fitness"] > 0 and rows[stem]["extra"] == {"timing_source": "interpreter", "ops": "strict"}
+        assert rows[stem]["fitness"] > 0 and rows[stem]["extra"] == {"timing_source": "interpreter", "ops": "strict",
+                                                                 "library_precision": "fp32"}
         assert rows[stem]["evals"]["eager"]["status"] == "correct" and rows[stem]["evals"]["eager"]["cases"]
     assert rows["7_Broken"]["status"] == "load_error" and rows["7_Broken"]["evals"] == {}
     assert "importing it failed: RuntimeError: broken on purpose" in rows["7_Broken"]["reason"]

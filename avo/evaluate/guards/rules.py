@@ -11,6 +11,8 @@ RULES: dict[str, str] = {
     "static.runtime_compile": "compiles code at run time other than through CuPy RawModule/RawKernel or Triton",
     "static.torch_fallback": "an except handler falls back to a torch op",
     "runtime.library_op": "a compute op of the task's reference was dispatched during the candidate's call",
+    "runtime.torch_op": "under ops=strict, a torch compute op (anything but allocation, views and copies) was "
+    "dispatched during the candidate's call",
     "runtime.output_type": "the output is not a plain torch.Tensor",
     "runtime.input_mutated": "the inputs changed during the call",
     "runtime.thread": "the candidate started a thread",
@@ -27,15 +29,15 @@ OPS_POLICIES: dict[str, str] = {
 """How much of the task's compute a candidate must do itself (`ops=` in a KernelBench spec, `--ops`)."""
 
 WAIVED: dict[str, frozenset[str]] = {
-    # Under strict the op recorder already holds every compute op of the reference to account, so a candidate
-    # without a kernel of its own can only pass by computing the answer with plumbing and pointwise ops.
-    "strict": frozenset({"static.no_kernel"}),
+    # Strict waives nothing: no torch compute op may run in the candidate's call (runtime.OWN_WORK lists what may),
+    # and it must define a kernel of its own, so it is never looser than partial.
+    "strict": frozenset(),
     # KernelBench's warning-level setting: torch ops and nn layers on the forward path are allowed (the candidate
     # is still scored against the whole Model), but it must define a kernel of its own, or Model unchanged would
     # pass. Library packages outside torch stay forbidden (cuBLAS through CuPy, flash-attn: the op recorder cannot
     # see them), and so do fallbacks in except handlers and the timer, stream, thread, lazy-output and caching
     # cheats: those are rules of their own, never waived.
-    "partial": frozenset({"static.library_call:torch", "runtime.library_op"}),
+    "partial": frozenset({"static.library_call:torch", "runtime.library_op", "runtime.torch_op"}),
 }
 """Per policy: the checks it waives, as `rule` or `rule:kind` (a static finding's kind, e.g. 'torch')."""
 

@@ -4,6 +4,8 @@ fingerprint."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +24,29 @@ _PLUMBING = frozenset(
     """.split()
 )
 
+# What a candidate may dispatch through torch under ops=strict, whatever the reference used: primitives that
+# allocate, view or copy memory and compute nothing from the inputs' values. Measured on CPU: an honest Triton
+# kernel under the interpreter dispatches empty, empty_like, new_empty, copy_ and set_ (the interpreter's own copies);
+# the CUDA seeds' wrappers add contiguous and view. Left out on purpose: every arithmetic, comparison and reduction
+# op, in place or not (so zeros + add_ is caught at add_); ops that read values to the host (item, is_nonzero: host
+# Python would then do the work); index-driven ones (gather, index_select, scatter); and compositions of the
+# primitives (cat, stack, repeat, pad), which a wrapper can spell with them, so the list stays short enough to review.
+OWN_WORK = frozenset(
+    # allocation: outputs and scratch buffers
+    "empty empty_like empty_strided new_empty new_empty_strided resize_ "
+    # constant fills: a zeroed accumulator for split-K or atomics, -inf for a running max; arithmetic on them is not
+    "zeros zeros_like new_zeros zero_ ones ones_like new_ones full full_like new_full fill fill_ scalar_tensor "
+    "lift_fresh "
+    # views: new shapes and strides over the same memory
+    "view _unsafe_view view_as reshape _reshape_alias as_strided t transpose permute unsqueeze squeeze expand "
+    "expand_as select slice narrow split split_with_sizes chunk unbind flatten unflatten movedim alias detach detach_ "
+    # copies: contiguous layouts, dtype and device moves (a cast's rounding is judged by the tolerance)
+    "copy copy_ _copy_from _copy_from_and_resize clone contiguous _to_copy to lift_fresh_copy set_ "
+    # metadata
+    "sym_size sym_stride sym_numel sym_storage_offset is_same_size record_stream".split()
+)
+ANY_COMPUTE = "*"
+"""In a forbidden set: every op outside OWN_WORK is forbidden too, not only the reference's (ops=strict)."""
 # When the reference uses one op of a family, the whole family is off limits: a GEMM is as much a GEMM through
 # bmm, addmm, a 1x1 convolution or an attention kernel as through mm.
 _FAMILIES = (
@@ -52,14 +77,36 @@ def _op_name(func: Any) -> str:
     return name
 
 
+def _package_dir(module: Any) -> str:
+    return os.path.dirname(os.path.realpath(module.__file__)) + os.sep
+
+
+def _from_triton(torch_dir: str, triton_dir: str) -> bool:
+    """Whether the innermost Python frame outside torch and this module, where the op was dispatched, is Triton's
+    own code: its autotuner summarizes timings with torch ops on some versions, which are not the candidate's
+    compute. The candidate's frames come first, a function it hands to Triton included."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = os.path.realpath(frame.f_code.co_filename)
+        if not (path.startswith(torch_dir) or path == os.path.realpath(__file__)):
+            return path.startswith(triton_dir)
+        frame = frame.f_back
+    return False
+
+
 def _recording_mode(seen: set[str], *, skip_pointwise: bool = False):
     import torch
+    import triton
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    dirs = (_package_dir(torch), _package_dir(triton))
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not (skip_pointwise and torch.Tag.pointwise in getattr(func, "tags", ())):
-                seen.add(_op_name(func))
+            name = _op_name(func)
+            if not (skip_pointwise and torch.Tag.pointwise in getattr(func, "tags", ())) and (
+                    name in OWN_WORK or not _from_triton(*dirs)):
+                seen.add(name)
             return func(*args, **(kwargs or {}))
 
     return _Record()
@@ -106,6 +153,13 @@ def _reject_library_ops(seen: set[str], forbidden: frozenset[str]) -> None:
         ops = ", ".join(f"aten.{op}" for op in used)
         raise Rejection("runtime.library_op", f"the call dispatched {ops}, a compute op of the task's reference; "
                                               "compute it in your own kernel")
+    if ANY_COMPUTE in forbidden:
+        computed = sorted(seen - OWN_WORK)
+        if computed:
+            ops = ", ".join(f"aten.{op}" for op in computed)
+            raise Rejection("runtime.torch_op", f"the call dispatched {ops}: under --ops strict every compute op is "
+                            "the candidate's own (torch may only allocate, view and copy); compute it in your "
+                            "kernel, or score it under --ops partial")
 
 
 def check_output_type(out: Any) -> None:
@@ -172,3 +226,10 @@ def check_inputs_unchanged(before: list, inputs: tuple) -> None:
 def watches_ops(ops: str) -> bool:
     """Whether the op recorder rejects the reference's compute ops under policy `ops`."""
     return not waived(ops, "runtime.library_op")
+
+
+def watched_ops(ops: str, reference_ops: frozenset[str]) -> frozenset[str]:
+    """What the op recorder rejects under policy `ops`: the reference's compute ops (`forbidden_ops`) and, under
+    strict, every op outside OWN_WORK (ANY_COMPUTE); nothing under partial."""
+    watched = reference_ops - {ANY_COMPUTE} if watches_ops(ops) else frozenset()
+    return watched | {ANY_COMPUTE} if not waived(ops, "runtime.torch_op") else watched

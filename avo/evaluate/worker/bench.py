@@ -23,6 +23,7 @@ from avo.evaluate.guards import Rejection, check_output_type
 from avo.evaluate.worker.candidate import Candidate, Context, Verdict, classify
 from avo.evaluate.worker.check import check_case
 from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.precision import needs_tf32_library, tf32_allowed
 from avo.evaluate.worker.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
 from avo.evaluate.worker.stage_clock import Parts
 from avo.evaluate.worker.timing import Contender, InputRotation, ratio_error, time_interleaved
@@ -31,6 +32,8 @@ SIDE_STREAM_RELATIVE = 0.05
 SIDE_STREAM_ABSOLUTE_MS = 0.03
 """A candidate's device-busy time past its end event may exceed the library's by this much (5% + 30 µs) at most."""
 LIBRARY = "library"
+LIBRARY_TF32 = "library_tf32"
+"""The library with TF32 allowed: timed only beside a candidate whose float32 error is past fp32's."""
 AUDIT_CALL = 10**9
 """Rotation index of the watched call after timing (beyond any timed call's index: its inputs are new)."""
 
@@ -51,7 +54,7 @@ class SpotChecks:
         self.bad_type: dict[str, tuple[int, Exception]] = {}
 
     def observe(self, name: str, i: int, args: tuple, out: Any) -> None:
-        if name == LIBRARY:
+        if name in (LIBRARY, LIBRARY_TF32):
             return
         try:
             check_output_type(out)
@@ -140,6 +143,9 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
 
     contenders = [Contender(f"candidate{c.index}", rotation, runner(c)) for c in timed]
     contenders.insert(1, Contender(LIBRARY, rotation, lambda args: task.library(*args)))
+    tf32 = {c.index for c in timed if case.dtype == "float32" and needs_tf32_library(c.result.cases)}
+    if tf32:
+        contenders.insert(2, Contender(LIBRARY_TF32, rotation, _tf32_library(task)))
     cfg = ctx.config
     parts.start("timing")
     measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
@@ -160,8 +166,17 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
             continue
         row = rows[cand.index]
         _check_timed_outputs(ctx, case, cand, row, [*spots.kept(name), audited], rotation, shape, dtype)
-        _record_times(row, measured[name], lib, flops)
+        _record_times(row, measured[name], measured[LIBRARY_TF32] if cand.index in tf32 else lib, flops)
+        if case.dtype == "float32":
+            row.library_precision = "tf32" if cand.index in tf32 else "fp32"
         _note_host_bound(cand, case, measured[name])
+
+
+def _tf32_library(task: Any):
+    def run(args):
+        with tf32_allowed():
+            return task.library(*args)
+    return run
 
 
 def _reject_timed_misconduct(ctx: Context, case: Any, name: str, measured: dict, spots: SpotChecks) -> None:

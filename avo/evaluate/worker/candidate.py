@@ -97,6 +97,13 @@ class Context:
         """The task's policy on library ops: 'strict' (every compute op the candidate's own) or 'partial'."""
         return getattr(self.task, "ops", "strict")
 
+    @property
+    def kernel_required(self) -> bool:
+        """Whether a candidate must define a kernel of its own (static.no_kernel): where the task offers an ops
+        policy (KernelBench), whose first candidate is Model itself. A built-in task's wrapper has no library path
+        to keep; one without a kernel can only compute with torch ops, which the strict op recorder rejects."""
+        return hasattr(self.task, "ops")
+
 
 def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
     """What an exception raised by candidate code means for its status."""

@@ -21,6 +21,7 @@ from avo.evaluate import guards
 from avo.evaluate.result import CaseResult
 from avo.evaluate.worker.candidate import Candidate, Context, classify
 from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.precision import library_error
 from avo.evaluate.worker.stage_clock import stage
 from avo.evaluate.worker.timing import SCALE_RANGE, scaled
 from avo.tasks.base import relative_error
@@ -93,3 +94,5 @@ def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidde
             row.rel_err = relative_error(out, ref)
         cand.failures.append(failure)
     return row
+        if case.dtype == "float32":  # what fp32 gives here, for precision parity (worker/precision.py)
+            row.library_rel_err = library_error(task, inputs, ref)

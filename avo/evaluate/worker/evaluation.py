@@ -27,6 +27,7 @@ from avo.evaluate.worker.candidate import Candidate, Context, Progress, Verdict
 from avo.evaluate.worker.check import check_candidate, compile_candidate
 from avo.evaluate.worker.correctness import poison_allocations
 from avo.evaluate.worker.loader import CandidateLoadError, load_entry
+from avo.evaluate.worker.precision import result_precision
 from avo.evaluate.worker.stage_clock import Parts, stage
 
 
@@ -36,7 +37,7 @@ def load_candidate(ctx: Context, cand: Candidate) -> None:
         is_wrapper = getattr(ctx.task, "is_reference_wrapper", None)
         cand.reference_wrapper = bool(is_wrapper and is_wrapper(cand.path))
         if not cand.reference_wrapper:
-            guards.check_static(cand.path, ctx.task.name, ctx.ops)
+            guards.check_static(cand.path, ctx.task.name, ctx.ops, ctx.kernel_required)
         if cand.cuda and ctx.device == "cuda":
             from avo.cuda import prepare
 
@@ -82,6 +83,7 @@ def finalize(ctx: Context, cand: Candidate, timed: bool) -> EvalResult:
             c.weight = weights.get(c.case, 1.0)
     r.fitness = r.weighted_fitness() if timed else 0.0
     r.timing_source = ("gpu" if ctx.device == "cuda" else "interpreter") if timed else "none"
+    r.library_precision = result_precision(r.bench_cases())
     flags = []
     for c in r.bench_cases():
         if c.tflops is not None and c.tflops > ctx.gpu.peak_bf16_tflops:
@@ -201,8 +203,7 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
         forbidden = frozenset(known) if recorded(1) <= frozenset(known) else None
     if forbidden is None:
         forbidden = recorded(len(cases))
-    if not guards.watches_ops(ctx.ops):
-        forbidden = frozenset()
+    forbidden = guards.watched_ops(ctx.ops, forbidden)
     with poison_allocations():  # its first use, too, belongs before the Sentinel
         task.make_inputs(cases[0], ctx.seed, ctx.tensor_device)
     return forbidden

@@ -81,7 +81,8 @@ def row_of(problem: str, result: Any, timed: bool) -> Row:
     return Row(problem=problem, status=result.status, correct=result.ok,
                fitness=result.fitness if timed and result.ok else None, reason=reason_of(result),
                message="" if result.ok else result.message, extra={"timing_source": result.timing_source,
-                                                                    "ops": result.ops})
+                                                                    "ops": result.ops,
+                                                                    "library_precision": result.library_precision})
 
 
 def summary(rows: list[Row], *, title: str, clock: str, compile_asked: bool, **facts: Any) -> dict[str, Any]:
@@ -106,12 +107,15 @@ def render(data: dict[str, Any], out: Any = None) -> None:
     compile_asked = "fast_p_compile" in data
     headers = ["problem", "correct", "fitness vs eager"] + (["vs compile"] if compile_asked else [])
     headers += ["run"] if any(r["run"] for r in data["rows"]) else []
+    # fp32: against the library as configured; tf32: against it with TF32 allowed (evaluate/worker/precision.py)
+    headers += ["library as"] if any(r["extra"].get("library_precision") for r in data["rows"]) else []
     for header in [*headers, "status / reason"]:
         table.add_column(header, justify="left" if header in ("problem", "run", "status / reason") else "right")
     for r in data["rows"]:
         cells = [r["problem"], "yes" if r["correct"] else "NO", number(r["fitness"], ".3f")]
         cells += [number(r["fitness_compile"], ".3f")] if compile_asked else []
         cells += [r["run"] or "-"] if "run" in headers else []
+        cells += [r["extra"].get("library_precision") or "-"] if "library as" in headers else []
         cells.append(r["status"] + (f": {r['reason']}" if r["reason"] else ""))
         table.add_row(*cells)
     console.print(table)

@@ -83,6 +83,73 @@ def test_call_watched_passes_plumbing_and_returns_the_output():
     assert out.shape == (8, 4)
 
 
+def _strict(reference=lambda: None) -> frozenset[str]:
+    return guards.watched_ops("strict", guards.forbidden_ops(reference))
+
+
+def test_the_policies_watch_what_they_say():
+    a, b = _inputs()
+    reference = guards.forbidden_ops(lambda: torch.matmul(a, b))
+    assert guards.watched_ops("strict", reference) == reference | {guards.ANY_COMPUTE}
+    assert guards.watched_ops("partial", reference) == frozenset()
+    assert guards.watched_ops("strict", reference | {guards.ANY_COMPUTE}) == reference | {guards.ANY_COMPUTE}
+
+
+@pytest.mark.parametrize("rewrite, ops", [
+    (lambda x: (e := torch.exp(x - x.amax(1, keepdim=True))) / e.sum(1, keepdim=True),
+     "aten.amax, aten.div, aten.exp, aten.sub, aten.sum"),
+    (lambda x: x.clamp(min=0), "aten.clamp"),
+    (lambda x: torch.zeros_like(x).add_(x), "aten.add_"),
+    (lambda x: torch.empty_like(x).copy_(x).mul_(2), "aten.mul_"),
+    (lambda x: torch.full((1,), float(x.max())), "aten._local_scalar_dense, aten.max"),
+    (lambda x: x.t().gather(0, torch.zeros(1, 8, dtype=torch.long)), "aten.gather"),
+])
+def test_strict_rejects_any_torch_compute_naming_the_ops(rewrite, ops):
+    x = _inputs()[0]
+    with pytest.raises(Rejection) as info:
+        guards.call_watched(lambda: rewrite(x), _strict(lambda: torch.softmax(x, 1)))
+    assert info.value.rule == "runtime.torch_op"
+    assert f"dispatched {ops}: under --ops strict" in info.value.message
+    guards.call_watched(lambda: rewrite(x), guards.forbidden_ops(lambda: torch.softmax(x, 1)))  # reference ops only
+
+
+def test_strict_names_the_reference_op_first():
+    a, b = _inputs()
+    with pytest.raises(Rejection) as info:
+        guards.call_watched(lambda: torch.mm(a, b).relu(), _strict(lambda: torch.matmul(a, b)))
+    assert info.value.rule == "runtime.library_op" and "aten.mm" in info.value.message
+
+
+def test_strict_lets_allocation_views_and_copies_through():
+    x = _inputs()[0]
+
+    def wrapper():
+        out = torch.empty(16, 8)
+        out.copy_(x.t().contiguous().view(16, 8))
+        acc = torch.zeros(4, 4)
+        acc.fill_(float("-inf"))
+        return out.reshape(2, 64).permute(1, 0).clone().to(torch.float64), acc.zero_(), x[:, :2].unsqueeze(0)
+
+    guards.call_watched(wrapper, _strict())
+    assert {"empty", "copy_", "zeros", "fill_", "zero_", "clone", "_to_copy", "view", "permute"} <= guards.OWN_WORK
+
+
+def test_strict_does_not_blame_the_candidate_for_tritons_own_torch_ops():
+    """Triton's autotuner summarizes its timings with torch ops on some versions: code in the triton package is not
+    the candidate's; a function the candidate hands to it is."""
+    import triton
+
+    x = _inputs()[0]
+    inside_triton = str(Path(triton.__file__).resolve().parent / "testing_summary.py")
+    scope: dict = {}
+    exec(compile("def summarize(fn):\n    fn()\n    return torch.tensor([1.0, 3.0]).median()\n", inside_triton,
+                 "exec"), {"torch": torch}, scope)
+    guards.call_watched(lambda: scope["summarize"](lambda: None), _strict())
+    with pytest.raises(Rejection) as info:
+        guards.call_watched(lambda: scope["summarize"](lambda: x.exp()), _strict())
+    assert "aten.exp" in info.value.message and "median" not in info.value.message
+
+
 # -- runtime: output type and inputs --------------------------------------------------------------------------------
 class _Sub(torch.Tensor):
     pass

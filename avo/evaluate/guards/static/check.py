@@ -45,11 +45,11 @@ _SHADOWED_MODULE_ATTRS = frozenset(
 )
 
 
-def check_static(candidate_dir: Path, task_name: str, ops: str = "strict") -> None:
+def check_static(candidate_dir: Path, task_name: str, ops: str = "strict", kernel_required: bool = True) -> None:
     """Raise Rejection for the first finding the `ops` policy does not waive (kernel.py first, then the other files
-    by name; by line within one)."""
+    by name; by line within one); with `kernel_required`, defining no kernel is a finding."""
     findings, kernels = _scan_all(Path(candidate_dir), task_name)
-    if not kernels:
+    if not kernels and kernel_required:
         findings.append(Finding("static.no_kernel", "kernel.py", 0, "defines no kernel of its own (no @triton.jit "
                                 "function, no CUDA source): write at least the part it replaces as a kernel"))
     findings = [f for f in findings if not waived(ops, f.check)]

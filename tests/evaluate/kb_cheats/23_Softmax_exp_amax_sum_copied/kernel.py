@@ -1,0 +1,29 @@
+"""Cheating twin: softmax rewritten into exp, amax, sub, sum and div, then copied by a kernel. None of these ops is the
+reference's own, so only --ops strict's rule that torch may only allocate, view and copy rejects it
+(runtime.torch_op); --ops partial allows it."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=inside), mask=inside)
+
+
+def through_kernel(x: torch.Tensor) -> torch.Tensor:
+    """A kernel of its own, doing none of the work: the result torch computed, copied."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _copy[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(x - x.amax(dim=1, keepdim=True))
+        return through_kernel(e / e.sum(dim=1, keepdim=True))
