@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from avo.agent.buckets import annotate_folder
 from avo.evaluate.result import weighted_error
+from avo.agent import unsafe_files
 from avo.util import procs
 from avo.util.format import number
 
@@ -77,6 +78,7 @@ def answer_duplicate(ctx: ToolContext, duplicate: str):
 def file_result(ctx: ToolContext, folder: Path, parent: str | None, rationale: str, result):
     """Commit a scored candidate (the files of `folder`), decide whether it becomes the best, answer the agent."""
     run, lineage = ctx.run, ctx.lineage
+    result = unsafe_files.screened(Path(folder), result)  # a link or special file it planted while it ran
     # Which cases took which entry of the kernel's per-shape table: acceptance and the agent weigh buckets apart.
     annotate_folder(result, Path(folder), getattr(ctx, "config", None))
     run.hold_eval(result)

@@ -12,18 +12,19 @@ for them (it may read the lineage or the best), and so does a budget check that 
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from avo.util import procs
+from avo.util import procs, safe_files
+from avo.agent import unsafe_files
 from avo.agent.acceptance import answer_duplicate, file_result
 from avo.agent.models.base import ToolCall, ToolResult
 from avo.agent.stops import StopRun
-from avo.run.lineage.records import CID_PATTERN, content_hash
+from avo.evaluate.result import EvalResult
+from avo.run.lineage.records import CID_PATTERN, content_hash, left_out
 
 OVERLAPPING = {"read_file", "write_file", "edit_file", "list_files", "note"}
 """Tools that may run while evaluations are in flight: they touch only the workspace or the notes."""
@@ -56,6 +57,8 @@ class Pending:
     duplicate_of: str | int | None = None
     future: Any = None
     cid: str | None = None
+    refused: EvalResult | None = None
+    """The rejection of a workspace that held links or special files (nothing evaluated)."""
 
 
 class Batch:
@@ -114,14 +117,22 @@ class Batch:
                           raw_arguments=call.raw_arguments)
         scratch = procs.temp_dir("candidate")
         folder = Path(scratch.name) / "candidate"
-        shutil.copytree(self.ctx.workspace, folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        refused = unsafe_files.clear(self.ctx.workspace)
+        try:  # what the candidate consists of, as regular files; the commit holds the same
+            safe_files.copy_tree(self.ctx.workspace, folder, left_out)
+        except safe_files.UnsafeFile as exc:  # planted since the clearing
+            refused.append(exc)
+            folder.mkdir(exist_ok=True)
         parent = self.follows if self.follows is not None else self.ctx.state.parent
         pending = Pending(index, call, args.rationale, folder, scratch, parent, content=content_hash(folder))
-        pending.duplicate_of = self.ctx.lineage.find_duplicate(folder)
-        if pending.duplicate_of is None:
+        if refused:
+            pending.refused = unsafe_files.rejection(refused)
+        else:
+            pending.duplicate_of = self.ctx.lineage.find_duplicate(folder)
+        if pending.duplicate_of is None and pending.refused is None:
             pending.duplicate_of = next((k for k, p in enumerate(self.pending)
                                          if p.duplicate_of is None and p.content == pending.content), None)
-        if pending.duplicate_of is None:
+        if pending.duplicate_of is None and pending.refused is None:
             pending.future = self.ctx.evaluator.submit(folder)
         self.pending.append(pending)
         self.follows = len(self.pending) - 1
@@ -151,7 +162,8 @@ class Batch:
             if p.duplicate_of is not None:
                 p.cid = self.resolve(p.duplicate_of)
                 return answer_duplicate(ctx, p.cid)
-            content, data = file_result(ctx, p.folder, ctx.state.parent, p.rationale, p.future.result())
+            result = p.refused if p.refused is not None else p.future.result()
+            content, data = file_result(ctx, p.folder, ctx.state.parent, p.rationale, result)
             p.cid = data["cid"]
             return content, data
 

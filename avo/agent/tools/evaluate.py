@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from avo.agent.acceptance import evaluate_workspace
+from avo.agent import unsafe_files
+from avo.agent.acceptance import evaluate_workspace, file_result
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext
 
 
@@ -19,6 +20,9 @@ def evaluate(ctx: ToolContext, args: EvaluateArgs):
     best by more than the measured noise is re-timed side by side with the best and, if confirmed, becomes the best.
     Byte-identical source is not re-evaluated: the earlier result is returned.
     """
+    refused = unsafe_files.clear(ctx.workspace)
+    if refused:  # left by an earlier candidate's run: recorded as rejected, not evaluated
+        return file_result(ctx, ctx.workspace, ctx.state.parent, args.rationale, unsafe_files.rejection(refused))
     return evaluate_workspace(ctx, args.rationale)
 
 

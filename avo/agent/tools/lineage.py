@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
 from pydantic import Field
 
-from avo.agent.tools.base import Tool, ToolArgs, ToolContext
+from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.agent.tools.workspace import SKIP_DIRS
-from avo.util import procs
+from avo.util import procs, safe_files
 
 MAX_OUTPUT_CHARS = 12_000
 
@@ -63,14 +62,13 @@ def workspace_diff(ctx: ToolContext, cid: str) -> str:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    files = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
-        for name in filenames:
-            path = Path(dirpath) / name
-            if name != "avo.json":
-                files[path.relative_to(root).as_posix()] = path.read_text(errors="replace")
-    return files
+    """The text of a folder's files by path, read as regular files only (a FIFO there must not block the diff)."""
+    try:
+        found = safe_files.regular_files(root, lambda rel, is_dir: is_dir and rel.rsplit("/", 1)[-1] in SKIP_DIRS)
+        return {rel: safe_files.read_bytes(root, rel).decode(errors="replace") for rel, _ in found
+                if rel.rsplit("/", 1)[-1] != "avo.json"}
+    except safe_files.UnsafeFile as exc:
+        raise ToolError(f"{exc}; the next evaluate records it as rejected and removes it") from None
 
 
 class CheckoutArgs(ToolArgs):

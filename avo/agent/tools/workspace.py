@@ -1,24 +1,28 @@
 """The workspace tools: `read_file`, `write_file`, `edit_file`, `list_files`.
 
-They are confined to the candidate workspace: absolute paths, `..` and symlinks that lead out are refused. Each tool
-returns text for the model and a data dict for agents that do not read prose (and for the transcript).
+They are confined to the candidate workspace: absolute paths, `..` and symlinks are refused, and files are read and
+written as regular files only (avo.util.safe_files): a hard link (its other name may be outside), a FIFO, a socket or
+a device is refused, never followed or opened. Each tool returns text for the model and a data dict for agents that
+do not read prose (and for the transcript).
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
+from avo.util import safe_files
 
 MAX_READ_BYTES = 200_000
 SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
 
 
-def confined(ctx: ToolContext, path: str) -> Path:
-    """`path` inside the workspace, or a ToolError saying why not."""
+def confined(ctx: ToolContext, path: str) -> str:
+    """`path` as a relative posix path inside the workspace, reached through no symlink; or a ToolError."""
     if not path or "\x00" in path:
         raise ToolError("empty or invalid path")
     pure = PurePosixPath(path.replace("\\", "/"))
@@ -30,11 +34,23 @@ def confined(ctx: ToolContext, path: str) -> Path:
     target = (root / pure).resolve()
     if target != root and root not in target.parents:
         raise ToolError(f"'{path}' leads outside the candidate workspace (a symlink): refused")
-    return target
+    rel = PurePosixPath(*[p for p in pure.parts if p != "."]).as_posix()
+    if target != root / rel:
+        raise ToolError(f"'{path}' goes through a symlink: the file tools follow no links")
+    return rel
 
 
-def relative(ctx: ToolContext, target: Path) -> str:
-    return target.relative_to(ctx.workspace.resolve()).as_posix() or "."
+@contextmanager
+def refusing(path: str) -> Iterator[None]:
+    """A file's errors as messages for the model."""
+    try:
+        yield
+    except safe_files.UnsafeFile as exc:
+        raise ToolError(f"{exc}; refused") from None
+    except IsADirectoryError:
+        raise ToolError(f"'{path}' is a directory") from None
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        raise ToolError(f"no file '{path}' in the workspace (list_files shows what is there)") from None
 
 
 class ReadFileArgs(ToolArgs):
@@ -43,14 +59,12 @@ class ReadFileArgs(ToolArgs):
 
 def read_file(ctx: ToolContext, args: ReadFileArgs):
     """Read a text file of the candidate workspace."""
-    target = confined(ctx, args.path)
-    if not target.is_file():
-        raise ToolError(f"no file '{args.path}' in the workspace (list_files shows what is there)")
-    raw = target.read_bytes()
+    rel = confined(ctx, args.path)
+    with refusing(args.path):
+        raw, st = safe_files.read_file(ctx.workspace, rel, limit=MAX_READ_BYTES)
     if len(raw) > MAX_READ_BYTES:
-        raise ToolError(f"'{args.path}' is {len(raw)} bytes, over the {MAX_READ_BYTES}-byte read limit")
+        raise ToolError(f"'{args.path}' is {st.st_size} bytes, over the {MAX_READ_BYTES}-byte read limit")
     text = raw.decode("utf-8", errors="replace")
-    rel = relative(ctx, target)
     return f"{rel} ({text.count(chr(10)) + 1} lines):\n{text}", {"path": rel, "text": text}
 
 
@@ -61,12 +75,9 @@ class WriteFileArgs(ToolArgs):
 
 def write_file(ctx: ToolContext, args: WriteFileArgs):
     """Create or overwrite a file in the candidate workspace with the given content."""
-    target = confined(ctx, args.path)
-    if target.is_dir():
-        raise ToolError(f"'{args.path}' is a directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(args.content)
-    rel = relative(ctx, target)
+    rel = confined(ctx, args.path)
+    with refusing(args.path):
+        safe_files.write_bytes(ctx.workspace, rel, args.content.encode())
     return f"wrote {rel} ({len(args.content)} chars)", {"path": rel, "chars": len(args.content)}
 
 
@@ -79,20 +90,24 @@ class EditFileArgs(ToolArgs):
 
 def edit_file(ctx: ToolContext, args: EditFileArgs):
     """Replace an exact piece of text in a workspace file (include enough context to make it unique)."""
-    target = confined(ctx, args.path)
-    if not target.is_file():
-        raise ToolError(f"no file '{args.path}' in the workspace")
+    rel = confined(ctx, args.path)
     if not args.old:
         raise ToolError("'old' is empty: give the exact text to replace")
-    text = target.read_text()
+    with refusing(args.path):
+        raw, _ = safe_files.read_file(ctx.workspace, rel)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"'{args.path}' is not UTF-8 text: rewrite it with write_file") from None
     count = text.count(args.old)
     if count == 0:
         raise ToolError(f"the text to replace was not found in {args.path} (read_file shows its current content)")
     if count > 1 and not args.replace_all:
         raise ToolError(f"the text to replace occurs {count} times in {args.path}: add context or set replace_all")
-    target.write_text(text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1))
+    new = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
+    with refusing(args.path):
+        safe_files.write_bytes(ctx.workspace, rel, new.encode())
     replaced = count if args.replace_all else 1
-    rel = relative(ctx, target)
     return f"edited {rel}: {replaced} replacement(s)", {"path": rel, "replacements": replaced}
 
 
@@ -102,17 +117,18 @@ class ListFilesArgs(ToolArgs):
 
 def list_files(ctx: ToolContext, args: ListFilesArgs):
     """List the files under a directory of the candidate workspace, with their sizes."""
-    root = confined(ctx, args.path) if args.path not in ("", ".") else ctx.workspace.resolve()
-    if not root.is_dir():
+    rel = confined(ctx, args.path) if args.path not in ("", ".") else "."
+    root = ctx.workspace / rel
+    if root.is_symlink() or not root.is_dir():
         raise ToolError(f"no directory '{args.path}' in the workspace")
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            files.append({"path": relative(ctx, path), "bytes": path.stat().st_size if path.exists() else 0})
-    lines = [f"{f['path']}  ({f['bytes']} bytes)" for f in files] or ["(empty)"]
-    return "\n".join(lines), {"files": files}
+    prefix = "" if rel == "." else rel + "/"
+    found, refused = safe_files.scan(root, lambda name, is_dir: is_dir and name.rsplit("/", 1)[-1] in SKIP_DIRS)
+    files = [{"path": prefix + name, "bytes": st.st_size} for name, st in found]
+    refusals = [{"path": prefix + r.rel, "refused": r.what} for r in refused]
+    lines = [f"{f['path']}  ({f['bytes']} bytes)" for f in files]
+    lines += [f"{r['path']}  (refused: {r['refused']}; the file tools read and write regular files only)"
+              for r in refusals]
+    return "\n".join(lines or ["(empty)"]), {"files": files, **({"refused": refusals} if refusals else {})}
 
 
 def tools() -> list[Tool]:

@@ -45,6 +45,64 @@ def test_symlinks_that_lead_out_are_refused(ctx, tmp_path):
     assert secret.read_text() == "top secret" and not (tmp_path / "new.txt").exists()
 
 
+def test_a_hard_link_to_a_file_outside_is_refused_and_the_file_left_alone(ctx, tmp_path):
+    outside = tmp_path / "outside.py"
+    outside.write_text("KEEP = 1\n")
+    os.link(outside, ctx.workspace / "x.py")
+    for call in (lambda: t.write_file(ctx, t.WriteFileArgs(path="x.py", content="pwned")),
+                 lambda: t.edit_file(ctx, t.EditFileArgs(path="x.py", old="KEEP", new="PWNED")),
+                 lambda: t.read_file(ctx, t.ReadFileArgs(path="x.py"))):
+        with pytest.raises(ToolError, match=r"x.py is a hard link \(2 names\)"):
+            call()
+    assert outside.read_text() == "KEEP = 1\n"
+    text, data = t.list_files(ctx, t.ListFilesArgs())
+    assert data["refused"] == [{"path": "x.py", "refused": "a hard link (2 names)"}]
+    assert "x.py  (refused: a hard link" in text and "x.py" not in [f["path"] for f in data["files"]]
+
+
+def test_a_symlink_inside_the_workspace_is_not_followed_either(ctx):
+    (ctx.workspace / "alias.py").symlink_to(ctx.workspace / "kernel.py")
+    (ctx.workspace / "subalias").symlink_to(ctx.workspace / "sub")
+    with pytest.raises(ToolError, match="symlink"):
+        t.write_file(ctx, t.WriteFileArgs(path="alias.py", content="x"))
+    with pytest.raises(ToolError, match="symlink"):
+        t.read_file(ctx, t.ReadFileArgs(path="subalias/util.cu"))
+    assert (ctx.workspace / "kernel.py").read_text().startswith("BLOCK = 64")
+
+
+def test_a_fifo_or_socket_is_refused_without_blocking(ctx):
+    import socket
+    import threading
+
+    os.mkfifo(ctx.workspace / "pipe.py")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(ctx.workspace / "sock.py"))
+    errors = []
+
+    def calls():
+        for path, what in (("pipe.py", "a FIFO"), ("sock.py", "a socket")):
+            for tool, args in ((t.read_file, t.ReadFileArgs(path=path)),
+                               (t.write_file, t.WriteFileArgs(path=path, content="x")),
+                               (t.edit_file, t.EditFileArgs(path=path, old="a", new="b"))):
+                try:
+                    tool(ctx, args)
+                except ToolError as exc:
+                    errors.append((what, str(exc)))
+
+    thread = threading.Thread(target=calls, daemon=True)
+    thread.start()
+    thread.join(20)
+    try:
+        assert not thread.is_alive(), "blocked on the FIFO"
+        assert len(errors) == 6 and all(f"is {what}" in text for what, text in errors)
+    finally:  # a regression blocks in open(); a writer lets it go
+        server.close()
+        try:
+            os.close(os.open(ctx.workspace / "pipe.py", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+
 def test_read_write_edit_list(ctx):
     text, data = t.read_file(ctx, t.ReadFileArgs(path="kernel.py"))
     assert data == {"path": "kernel.py", "text": "BLOCK = 64\nx = 1\nx = 1\n"} and "BLOCK = 64" in text
