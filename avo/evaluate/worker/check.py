@@ -88,11 +88,11 @@ def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidde
         row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
                                     tolerance=tolerance, case=label)
         row.correct = True
+        if case.dtype == "float32":  # what fp32 gives here, for precision parity (worker/precision.py)
+            row.library_rel_err = library_error(task, inputs, ref)
     except CaseFailure as failure:
         row.correct, row.message = False, failure.message
         if failure.rule == "check.mismatch":
             row.rel_err = relative_error(out, ref)
         cand.failures.append(failure)
     return row
-        if case.dtype == "float32":  # what fp32 gives here, for precision parity (worker/precision.py)
-            row.library_rel_err = library_error(task, inputs, ref)
