@@ -202,20 +202,26 @@ class CudaModule:
         return (*BASE_OPTIONS, f"-arch={arch}", f"-I{self.build.folder}", *((f"-I{system}",) if system else ()),
                 *self.build.flags)
 
+    def cache_key(self, arch: str) -> str:
+        """What the process's cubin cache knows this build by: its source and headers as they are now, the
+        options for `arch`, and the NVRTC version."""
+        nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
+        digest = hashlib.sha256()
+        for part in (self.build.source.read_text(), *_headers(self.build.folder), *self.options(arch),
+                     *self.name_expressions, str(nvrtc.getVersion())):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
     def compile(self, arch: str) -> bytes:
         """The cubin for `arch` (cached by content, options and NVRTC version); CudaCompileError with NVRTC's log."""
         build = self.build
         _check_declared(build)
         check_includes(build.folder)
-        nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
-        text = build.source.read_text()
-        digest = hashlib.sha256()
-        for part in (text, *_headers(build.folder), *self.options(arch), *self.name_expressions,
-                     str(nvrtc.getVersion())):
-            digest.update(part.encode() + b"\0")
-        key = digest.hexdigest()
+        key = self.cache_key(arch)
         if key not in _cubins:
-            _cubins[key] = _nvrtc_compile(nvrtc, text, build, self.options(arch), self.name_expressions)
+            nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
+            _cubins[key] = _nvrtc_compile(nvrtc, build.source.read_text(), build, self.options(arch),
+                                          self.name_expressions)
         cubin, self._mapping = _cubins[key]
         return cubin
 

@@ -35,8 +35,12 @@ def check_scale(index: int) -> float:
 
 
 def compile_candidate(ctx: Context, cand: Candidate) -> None:
-    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py)."""
-    if ctx.compile_pool is None or cand.cuda:
+    """The candidate's Triton kernels compiled ahead, in parallel, for every case of both suites (precompile.py);
+    a CUDA C++ candidate's declared builds likewise (cuda_ahead.py)."""
+    if ctx.compile_pool is None:
+        return
+    if cand.cuda:
+        compile_cuda_candidate(ctx, cand)
         return
     from avo.evaluate.worker.precompile import compile_ahead, meta_calls
 
@@ -49,6 +53,22 @@ def compile_candidate(ctx: Context, cand: Candidate) -> None:
             f"compile ahead ({outcome.way}): {outcome.kernels - outcome.failed} of {outcome.kernels} kernels built, "
             f"{outcome.skipped} of {outcome.cases + outcome.skipped} cases' wrappers failed on meta tensors; the rest "
             "compiled on first launch" + (f" ({outcome.note})" if outcome.note else ""))
+
+
+def compile_cuda_candidate(ctx: Context, cand: Candidate) -> None:
+    import torch
+
+    from avo.cuda import target_arch
+    from avo.evaluate.worker.cuda_ahead import compile_builds_ahead
+
+    ctx.progress.mark("compile", "ahead", cand.index)
+    with stage(cand.result.stage_s, "compile"):
+        arch = target_arch(torch.cuda.get_device_capability(0))
+        outcome = compile_builds_ahead(cand.path, arch, ctx.compile_pool.workers)
+        cand.sentinel.verify("compile")
+    if outcome.compiled < outcome.builds:
+        cand.result.notes.append(f"compile ahead: {outcome.compiled} of {outcome.builds} CUDA builds compiled; the "
+                                 "rest compiled on first launch")
 
 
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:

@@ -411,7 +411,22 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
         attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, heads, scale, causal != 0);             \
     }
 
+// kernel.py builds one of these per module (KERNEL_FP16 and KERNEL_D), so the four compile in parallel; a build
+// without those defines holds all four.
+#ifdef KERNEL_D
+#define WANTED(FP16, D) (KERNEL_D == D && KERNEL_FP16 == FP16)
+#else
+#define WANTED(FP16, D) 1
+#endif
+#if WANTED(0, 64)
 ATTENTION_KERNEL(attention_bf16_d64, false, 64)
+#endif
+#if WANTED(0, 128)
 ATTENTION_KERNEL(attention_bf16_d128, false, 128)
+#endif
+#if WANTED(1, 64)
 ATTENTION_KERNEL(attention_fp16_d64, true, 64)
+#endif
+#if WANTED(1, 128)
 ATTENTION_KERNEL(attention_fp16_d128, true, 128)
+#endif

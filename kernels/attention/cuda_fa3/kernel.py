@@ -5,7 +5,7 @@ Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16
 attention.cu holds the kernel and says why it is fast; this file builds the TMA maps of q, k and v (3-D views
 [B x H, S, D], boxes of 128 or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
 names (one block per SM when PERSISTENT and not causal, else one per tile), and passes the tunables below to the
-compiler as -D defines.
+compiler as -D defines (one build per dtype and head dim).
 """
 
 import math
@@ -23,11 +23,12 @@ PERSISTENT = True  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block: 64 per consumer warpgroup (fixed in attention.cu)
 CONSUMERS = 2  # consumer warpgroups per block; a producer warpgroup comes on top (fixed in attention.cu)
-_module = load_module("attention.cu", defines={
-    "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
-    "PERSISTENT": PERSISTENT,
-})
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+# One build per dtype and head dim, so the evaluator (and a first call) compiles them in parallel, not in series.
+_MODULES = {(dtype, d): load_module("attention.cu", defines={
+    "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
+    "PERSISTENT": PERSISTENT, "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
+}) for dtype in _DTYPES.values() for d in (64, 128)}
 _SMEM_LIMIT = 227 * 1024
 LOG2E = 1.0 / math.log(2.0)
 _SMS: dict = {}
@@ -67,7 +68,8 @@ def attention(q, k, v, causal, sm_scale):
     # they free up, which balances them better than a fixed split; equal non-causal tiles gain from a persistent grid.
     tiles = -(-S // BLOCK_M) * B * Hq
     grid = min(tiles, _sm_count(q.device)) if PERSISTENT and not causal else tiles
-    _module.launch(f"attention_{_DTYPES[q.dtype]}_d{D}", grid, 384,
-                   (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E, int(bool(causal))),
-                   shared_mem=smem)
+    dtype = _DTYPES[q.dtype]
+    _MODULES[dtype, D].launch(f"attention_{dtype}_d{D}", grid, 384, (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq,
+                                                                  float(sm_scale) * LOG2E, int(bool(causal))),
+                              shared_mem=smem)
     return o
