@@ -87,10 +87,8 @@ def test_the_same_evolve_runs_on_a_local_ray_cluster(cluster, tmp_path):
 
     _, client, nodes = cluster
     assert nodes == "127.0.0.1", f"a Ray node listens beyond loopback: {nodes}"
-    began = time.monotonic()
     done = evolve(tmp_path / "ray", "--cluster", client)  # through Ray Client, as from another machine
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert time.monotonic() - began < 60, "the evolve over Ray took a minute or more"
     run = Run.open("latest", tmp_path / "ray")
     turns = [e for e in run.events() if e["kind"] == "model_turn"]
     assert [n for n in (sum(c["name"] == "evaluate" for c in t["tool_calls"]) for t in turns) if n] == [2, 2]
