@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from avo.agent.heuristic.knobs import KnobError, parse_knobs
 from avo.agent.models.factory import resolve_kind
 from avo.errors import UserError
+from avo.util.format import headline
 
 if TYPE_CHECKING:
     from avo.config import AgentConfig
@@ -77,7 +78,7 @@ def check_seed_for_agent(agent: AgentConfig, seed_dir: Path) -> None:
 def seed_failure(result: EvalResult, seed_dir: Path, spec: str, run_id: str, device: str) -> str:
     """One line for a seed that is not correct: every variant of it would fail the same way, so nothing is evolved."""
     what = {"rejected": "a guard", "incorrect": "the check suite"}.get(result.status, f"evaluation ({result.status})")
-    text = result.message.strip().splitlines()[0] if result.message.strip() else ""
+    text = headline(result.message)
     rule = "" if not result.rule or text.startswith(result.rule) else f"{result.rule}: "
     where = " --device interpret" if device == "interpret" else ""
     return (f"the seed {seed_dir} failed {what}: {rule}{text[:400]}; run {run_id} stopped before any candidate: "

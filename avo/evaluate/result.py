@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from avo.util.format import headline
+
 Status = Literal["correct", "incorrect", "compile_error", "timeout", "crash", "rejected", "not_run"]
 """`not_run`: compiled, but nothing could run here (CUDA sources without a GPU)."""
 TimingSource = Literal["gpu", "interpreter", "none"]
@@ -122,8 +124,7 @@ class EvalResult(BaseModel):
     def summary(self) -> str:
         """One line for logs, lineage commit messages and the agent."""
         if self.status != "correct":
-            first = self.message.strip().splitlines()[0] if self.message.strip() else ""
-            return f"{self.status}: {first[:160]}"
+            return f"{self.status}: {headline(self.message)[:160]}"
         src = "" if self.timing_source == "gpu" else f" [{self.timing_source}]"
         flag = " SUSPICIOUS" if self.suspicious else ""
         ops = "" if self.ops == "strict" else f" [ops={self.ops}]"

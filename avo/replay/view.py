@@ -14,7 +14,7 @@ from rich.text import Text
 from avo.errors import UserError
 from avo.replay.timeline import Call, Marker, Step, Timeline, build, tail
 from avo.util import format as fmt
-from avo.util.format import clock, one_line
+from avo.util.format import clock, headline, one_line
 
 PHASE_STYLE = {"observe": "cyan", "orient": "magenta", "decide": "yellow", "act": "bold green"}
 
@@ -52,7 +52,7 @@ def evaluation_text(info: dict) -> Text:
                     style="bold green" if info.get("accepted") else "dim")
     else:
         rule = f" {info['rule']}" if info.get("rule") else ""
-        first = one_line((info.get("message") or "").strip().split("\n")[0], 110)
+        first = one_line(headline(info.get("message") or ""), 110)
         text = Text(f"→ {cid} {status}{rule}" + (f": {first}" if first else ""), style="red")
     if info.get("suspicious"):
         text.append("  SUSPICIOUS", style="bold yellow")

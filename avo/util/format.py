@@ -20,9 +20,20 @@ def finite(value: float | int | None, spec: str = ".4g", none: str = "-") -> str
 
 
 def first_line(exc: BaseException) -> str:
-    """`Type: first line of the message` (the type alone for an empty message): an error in one line."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """An error in one line: `Type: message`, the message reduced to its `headline` (the type alone for an empty
+    message)."""
+    text = headline(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def headline(text: str) -> str:
+    """The line of a message that says what failed: its first, unless that only introduces what follows (ends with
+    a colon: "Traceback (most recent call last):", Triton's "at 12:4:", "case 1x1x1 raised:"), then its last, where
+    a traceback or a compiler puts the error. '' for a blank message."""
+    lines = [line.strip() for line in str(text).splitlines() if any(ch.isalnum() for ch in line)]  # not a caret
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].endswith(":") else lines[0]
 
 
 def clock(seconds: float | None) -> str:

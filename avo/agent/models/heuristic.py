@@ -18,6 +18,7 @@ from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, fixed_roles
 from avo.agent.heuristic.search import Search, Trial, change_losses, winning_parts
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
+from avo.util.format import headline
 
 LINEAGE_LIMIT = 100
 """Rows to read after a restart: their knob tags keep the search from proposing them again. Older points may come
@@ -208,9 +209,9 @@ def _same_failure_everywhere(h: History) -> str | None:
     statuses = {o.status for o in outcomes}
     if len(outcomes) < SAME_FAILURE_LIMIT or len(statuses) != 1 or "correct" in statuses:
         return None
-    last = outcomes[-1].message.strip().splitlines()
+    last = headline(outcomes[-1].message)
     return (f"the seed and all {len(outcomes) - 1} knob settings tried ended in {statuses.pop()}, so the knobs are not "
-            f"the problem; fix the kernel or the environment first (last: {last[0][:160] if last else '-'})")
+            f"the problem; fix the kernel or the environment first (last: {last[:160] or '-'})")
 
 
 def _first_text(h: History) -> str:

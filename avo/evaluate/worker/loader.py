@@ -15,6 +15,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from avo.util.format import first_line
+
 KERNEL_FILE = "kernel.py"
 _counter = itertools.count()
 
@@ -100,16 +102,18 @@ def syntax_message(exc: SyntaxError, candidate_dir: Path) -> str:
 
 
 def trimmed_traceback(exc: BaseException, candidate_dir: Path, headline: str, limit: int = 4000) -> str:
-    """The exception with only the frames in the candidate's own files (the evaluator's frames are noise to it)."""
+    """The exception with only the frames in the candidate's own files (the evaluator's frames are noise to it).
+
+    Its first line names the exception (`headline: Type: message`), since logs and stop lines show only that; the
+    whole exception ends it, as a Python traceback does."""
     candidate_dir = Path(candidate_dir).resolve()
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _inside(f.filename, candidate_dir)]
-    lines = [headline + ":"]
+    lines = [f"{headline}: {first_line(exc)}"]
     for frame in frames[-8:]:
         lines.append(f"  {_short_path(frame.filename, candidate_dir)}:{frame.lineno} in {frame.name}")
         if frame.line:
             lines.append(f"    {frame.line.strip()}")
-    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    lines.append(detail)
+    lines.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
     text = "\n".join(lines)
     return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2:]
 
