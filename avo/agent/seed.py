@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from avo.agent.heuristic.knobs import KnobError, parse_knobs
 from avo.agent.models.factory import resolve_kind
 from avo.errors import UserError
+from avo.run.lineage.records import left_out
+from avo.util import safe_files
 from avo.util.format import headline
 
 if TYPE_CHECKING:
@@ -43,7 +45,10 @@ def baseline(run: Run, evaluator: Evaluator, seed_dir: Path) -> tuple[str, EvalR
     if run.workspace.exists():
         shutil.rmtree(run.workspace)
     if first is None:
-        shutil.copytree(seed_dir, run.workspace, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        try:  # the files a candidate consists of, as regular files: a link in the seed is not followed
+            safe_files.copy_tree(Path(seed_dir).resolve(), run.workspace, left_out)
+        except safe_files.UnsafeFile as exc:
+            raise UserError(f"seed kernel folder {seed_dir}: {exc}; put the file itself there") from None
     else:
         lineage.checkout(first, run.workspace)
     result = (run.load_eval(first) if first else None) or evaluator.evaluate(run.workspace)

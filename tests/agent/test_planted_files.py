@@ -127,3 +127,14 @@ def test_batched_the_planting_candidate_is_rejected_and_its_sibling_filed(tmp_pa
     assert run.lineage.info("c0001").status == "rejected" and "pipe.cu is a FIFO" in result.message
     assert "pipe.cu" not in [path for path, _ in run.lineage.files("c0001")]
     assert run.lineage.info("c0002").status == "correct" and run.lineage.best == "c0002"
+
+
+def test_a_seed_folder_with_a_link_is_one_clear_error(tmp_path, outside):
+    from agent_fakes import write_seed
+    from avo.errors import UserError
+
+    seed = write_seed(tmp_path / "seed")
+    (seed / "helper.py").symlink_to(outside)
+    session, run, lines = fake_session(tmp_path, seed=seed)
+    with pytest.raises(UserError, match=r"seed kernel folder .*seed: helper.py is a symlink"):
+        run_session(session, run, lines)
