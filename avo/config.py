@@ -72,6 +72,10 @@ class EvalConfig(_Strict):
     """The timed suite: `bench` (the default), or `wide` (the shapes models run: head dim 64, short sequences, few
     tokens, long K; attention and gemm)."""
     check_suite: str = "check"
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    """Run each evaluation worker and the shell tool inside the OS sandbox (bubblewrap; avo/util/sandbox.py): `on`
+    refuses to run without it, `off` runs them unconfined (`--no-sandbox`), `auto` sandboxes where bwrap works. A
+    run with an LLM agent refuses to start without a sandbox unless it is `off`; a run records what it ran with."""
     workload: Workload | None = None
     """The user's own cases (`--shapes`, `--workload FILE.yaml`, `--model config.json --tokens ...`), timed instead
     of the bench suite, each with its weight in the fitness (avo/tasks/workload.py); None: the bench suite."""
@@ -198,7 +202,7 @@ def stored_run_config(data: dict) -> tuple[RunConfig, list[str]]:
     return RunConfig.model_validate(known(RunConfig, dict(data), "")), dropped
 
 
-RESUMABLE = ("budget.", "agent.", "pool.")
+RESUMABLE = ("budget.", "agent.", "pool.", "evaluation.sandbox")
 """Prefixes of the settings a resumed run takes from the command line; the rest is the run's recorded config."""
 
 

@@ -1,7 +1,7 @@
 """What a test needs beyond avo's own dependencies (CuPy, NVRTC, nvcc); without it the test skips and says why.
 
 CI names the modules its install step provides in AVO_TEST_REQUIRE (comma-separated, e.g. `cupy,cuda.bindings`;
-`nvrtc` for a libnvrtc CuPy can load):
+`nvrtc` for a libnvrtc CuPy can load; `bwrap` for a working bubblewrap sandbox):
 a test that would skip for one of those fails instead, so an install step that went missing cannot pass as a skip.
 Tests marked `gpu` skip without a GPU (conftest.py)."""
 
@@ -71,3 +71,13 @@ def _requirement(name: str, missing: str | None):
 
 nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed (on PATH or in $CUDA_HOME/bin)")
 nvrtc = _requirement("nvrtc", _nvrtc_missing())
+
+
+def _bwrap_missing() -> str | None:
+    from avo.util import sandbox
+
+    why = sandbox.why_unavailable()
+    return None if why is None else f"no sandbox: {why} ({sandbox.INSTALL})"
+
+
+bwrap = _requirement("bwrap", _bwrap_missing())

@@ -19,7 +19,7 @@ from avo.agent import context
 from avo.agent.controls import Controls
 from avo.agent.live import RunView
 from avo.agent.loop import Agent
-from avo.agent.models.factory import make_model
+from avo.agent.models.factory import make_model, resolve_kind
 from avo.agent.seed import baseline, check_seed_for_agent, seed_failure, seed_folder
 from avo.agent.tools.base import LoopState, ToolContext, collect
 from avo.config import RunConfig, flatten, resumable
@@ -27,6 +27,7 @@ from avo.errors import UserError
 from avo.gpus import resolve
 from avo.run.directory import Run
 from avo.seed_target import check_seed_for_gpu, machine_default_seed
+from avo.util import sandbox
 
 if TYPE_CHECKING:
     from avo.agent.models.base import Model
@@ -68,6 +69,30 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
 
         config.kernel = with_options(config.kernel, ops=ops)
     return Settled(config, gpu, run)
+
+
+LLM_AGENTS = ("anthropic", "openai")
+"""Agents whose candidates are code a language model wrote: they run only inside the sandbox, or with --no-sandbox."""
+
+
+def settle_sandbox(config: RunConfig, say: Callable[[str], None]) -> None:
+    """Decide whether this run's evaluations and shell are sandboxed, and record it (`evaluation.sandbox` becomes
+    `on` or `off` in run.json): an LLM agent's run without a sandbox is refused in one line unless it is `off`
+    (`--no-sandbox`); the heuristic agent's, which only moves knobs of existing kernels, goes on with a warning."""
+    evaluation = config.evaluation
+    if evaluation.sandbox == "off":
+        say("no sandbox (--no-sandbox): candidates and the shell run unconfined, with this user's rights")
+        return
+    why = sandbox.why_unavailable()
+    if why is None:
+        evaluation.sandbox = "on"
+        return
+    kind = resolve_kind(config.agent)[0]
+    if evaluation.sandbox == "on" or kind in LLM_AGENTS:
+        raise UserError(f"no sandbox for the {kind} agent's code: {why} ({sandbox.INSTALL}); --no-sandbox runs it "
+                        "unconfined")
+    say(f"warning: no sandbox ({why}): candidates run unconfined; {sandbox.INSTALL}")
+    evaluation.sandbox = "off"
 
 
 def transcript_of(ref: str, runs_dir: Path) -> Path:
@@ -114,10 +139,11 @@ class Session:
         if config.agent.kind == "replay" and config.agent.replay_from:
             config.agent.replay_from = str(transcript_of(config.agent.replay_from, Path(config.runs_dir)))
         controls = Controls()
+        settle_sandbox(config, say)
         model = make_model(config.agent, seed=config.seed, policy=controls.retry_policy(), say=say)
         # Before any run exists, so a bad --gpus or --cluster is refused in one line; its workers start setting up.
         evaluator = make_pool(config.kernel, device=config.device, gpu=gpu, config=config.evaluation,
-                              pool=config.pool)
+                              pool=config.pool, hide=(Path(config.runs_dir),))
         return cls(config=config, task=task, gpu=gpu, evaluator=evaluator, model=model, seed_dir=seed_dir,
                    controls=controls, say=say)
 

@@ -13,10 +13,11 @@ from avo.evaluate.pool import EvalPool
 from avo.evaluate.pool import make_pool as local_pool
 
 
-def make_pool(task_spec: str, *, device: str, gpu, config, pool) -> EvalPool:
-    """The pool `pool` (config.PoolConfig) asks for: Ray slots with a cluster, else this machine's workers."""
+def make_pool(task_spec: str, *, device: str, gpu, config, pool, hide: tuple = ()) -> EvalPool:
+    """The pool `pool` (config.PoolConfig) asks for: Ray slots with a cluster, else this machine's workers (whose
+    sandbox masks `hide` too)."""
     if not pool.cluster:
-        return local_pool(task_spec, device=device, gpu=gpu, config=config, pool=pool)
+        return local_pool(task_spec, device=device, gpu=gpu, config=config, pool=pool, hide=hide)
     if pool.gpus:
         raise UserError("--gpus picks GPUs of this machine; with --cluster, Ray places each evaluation on a GPU "
                         "of the cluster: leave --gpus out (--workers caps how many run at once)")

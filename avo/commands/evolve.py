@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
         config: Optional[str] = typer.Option(None, "--config", help="YAML run configuration."),
         runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Where runs are stored (default: runs)."),
         allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the agent a shell tool in the workspace."),
+        no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run candidates and the shell outside the OS "
+                                        "sandbox (bubblewrap), with your user's rights; recorded in run.json."),
         gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs to evaluate on, one worker each: 0,1,2,3 or "
                                            "all (default: the first GPU)."),
         workers: Optional[int] = typer.Option(None, "--workers", help="Interpreter CPU workers (--device interpret);"
@@ -113,6 +115,7 @@ def register(app: typer.Typer) -> None:
             "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
             "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
             "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
+            "evaluation.sandbox": "off" if no_sandbox else None,
             "pool.gpus": gpus, "pool.workers": workers, "pool.cluster": cluster,
         }
         if replay_from is not None and agent is None:

@@ -2,24 +2,27 @@
 
 The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
 (avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment (the
-policy is avo.util.secrets). Stage limits come from EvalConfig: import (import and first launch, i.e. compile), check
-and bench; the whole group is SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported
-with its signal and the tail of its stderr. Nothing the candidate does can raise here: every outcome is an EvalResult.
-The process itself (worker_process.py) may have been started, and set up for the task, before the candidate arrived;
-it scores only that candidate.
+policy is avo.util.secrets), inside the OS sandbox where EvalConfig.sandbox asks for it (avo.util.sandbox: its own
+PID namespace, no network, writes to its own box only; the runs folder, the home folder and /root masked). Stage
+limits come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is
+SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail
+of its stderr. Its result comes on a pipe (worker_process.py), and a GPU result faster than the GPU can be is
+rejected here, outside the candidate's process (plausible.py). Nothing the candidate does can raise here: every
+outcome is an EvalResult. The process itself (worker_process.py) may have been started, and set up for the task,
+before the candidate arrived; it scores only that candidate.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
-from avo.util import procs
+from avo.util import procs, sandbox
 from avo.config import EvalConfig
+from avo.evaluate.plausible import impossible
 from avo.evaluate import interpreter
 from avo.evaluate.result import EvalResult
 from avo.evaluate.worker_process import WorkerProcess
@@ -64,11 +67,13 @@ class Evaluator:
     pinning them to one GPU). `known`: a dict shared with other evaluators of the same task, filled with what a
     worker learned before any candidate ran in it (the reference's ops), so later workers need not record it
     again. `stop`: set it to kill the evaluation in progress (the run is ending). `worker` and `node` label every
-    result (which GPU or CPU worker, which host)."""
+    result (which GPU or CPU worker, which host). `hide`: folders the sandbox masks besides the home folder and
+    /root (the runs folder)."""
 
     def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None,
                  prewarm: bool = False, env: dict[str, str] | None = None, known: dict | None = None,
-                 stop: threading.Event | None = None, worker: str = "", node: str = ""):
+                 stop: threading.Event | None = None, worker: str = "", node: str = "",
+                 hide: tuple[Path, ...] = ()):
         if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
             from avo.tasks.kernelbench.spec import absolute_spec
 
@@ -81,6 +86,11 @@ class Evaluator:
         self.known = known if known is not None else {}
         self.worker, self.node = worker, node
         self._spare: WorkerProcess | None = None
+        self._task = None
+        task_file = Path(task_spec.partition("?")[0])
+        readable = (task_file.parent,) if task_file.suffix == ".py" else ()
+        self.sandboxed = sandbox.wanted(self.config.sandbox)
+        self._wrap = functools.partial(sandbox.command, hide=hide, readable=readable) if self.sandboxed else None
 
     def evaluate(self, candidate_dir: Path) -> EvalResult:
         return self._spawn([Path(candidate_dir)], mode="evaluate")[0]
@@ -128,7 +138,7 @@ class Evaluator:
                     spawned_at=time.time())
 
     def _new_worker(self, gated: bool = False) -> WorkerProcess:
-        return WorkerProcess(self.setup(), {**scrubbed_env(self.device), **self.env}, gated=gated)
+        return WorkerProcess(self.setup(), {**scrubbed_env(self.device), **self.env}, gated=gated, wrap=self._wrap)
 
     def _stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -149,7 +159,7 @@ class Evaluator:
         try:
             worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs]})
             try:
-                timed_out = self._watch(worker.proc, worker.progress_path)
+                timed_out = self._watch(worker)
             finally:
                 procs.kill_group(worker.proc)
             known = worker.known()
@@ -168,8 +178,10 @@ class Evaluator:
             r.wall_s, r.worker, r.node = wall, self.worker, self.node
         return results
 
-    def _watch(self, proc: subprocess.Popen, progress: Path) -> tuple[str, str, float] | None:
-        """Polls until the child exits; (stage, case, limit) if it overstayed a stage and was killed."""
+    def _watch(self, worker: WorkerProcess) -> tuple[str, str, float] | None:
+        """Polls until the child exits, reading its result channel; (stage, case, limit) if it overstayed a stage
+        and was killed."""
+        proc, progress = worker.proc, worker.progress_path
         limits = self.limits()
         stage, case, group, key = "start", "", "import", ("import", "0")
         group_started = time.monotonic()
@@ -187,7 +199,7 @@ class Evaluator:
             if time.monotonic() - group_started > limits[group]:
                 procs.kill_group(proc)
                 return stage, case, limits[group]
-            time.sleep(POLL_S)
+            worker.poll_channel(POLL_S)
         return None
 
     def _collect(self, worker: WorkerProcess, timed_out, count: int) -> list[EvalResult]:
@@ -201,20 +213,35 @@ class Evaluator:
                        "far slower than it should be")
             rule = f"stage.{group if group != 'done' else 'bench'}"
             return [self._failure("timeout", rule, message) for _ in range(count)]
+        sent = worker.channel_results()
+        if isinstance(sent, str):
+            message = f"the result was not written by the evaluator (forged): {sent}"
+            return [self._failure("rejected", "runtime.file_access", message) for _ in range(count)]
         try:
-            payload = json.loads(worker.result_path.read_text())
-            if payload.get("token") != worker.token:
-                message = "the result file was not written by the evaluator (it was replaced or forged)"
-                return [self._failure("rejected", "runtime.file_access", message) for _ in range(count)]
-            results = [EvalResult.model_validate(r) for r in payload["results"]]
-            if len(results) == count:
-                return results
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, or torn: the child died writing it
-            pass
-        return [self._crash(worker) for _ in range(count)]
+            results = [EvalResult.model_validate(r) for r in sent or []]
+        except ValueError:
+            results = []
+        if len(results) != count:  # none, or not the ones asked for: the child died before it could send them
+            return [self._crash(worker) for _ in range(count)]
+        for r in results:
+            why = impossible(r, self.task(), self.gpu, self.suites()[1]) if r.timing_source == "gpu" else None
+            if why:
+                r.status, r.rule, r.fitness, r.message = "rejected", "plausibility.peak", 0.0, why
+        return results
+
+    def task(self):
+        """The task, loaded here on first use (the parent's own check of a result needs its cases' FLOPs and
+        bytes)."""
+        if self._task is None:
+            from avo import tasks
+
+            self._task = tasks.load(self.task_spec)
+        return self._task
 
     def _crash(self, worker: WorkerProcess) -> EvalResult:
         code = worker.proc.returncode
+        if code is not None and self.sandboxed and code > 128:
+            code = 128 - code  # bwrap exits 128 + N for a worker killed by signal N
         if code is not None and code < 0:
             try:
                 how = f"was killed by {signal.Signals(-code).name}"

@@ -92,9 +92,10 @@ class EvalPool:
                 future.set_exception(exc)
 
 
-def make_pool(task_spec: str, *, device: str, gpu, config, pool) -> EvalPool:
+def make_pool(task_spec: str, *, device: str, gpu, config, pool, hide: tuple[Path, ...] = ()) -> EvalPool:
     """The pool of this machine `pool` (config.PoolConfig) asks for: one Evaluator per GPU of `--gpus` (default:
-    one on the first GPU), or `--workers` interpreter workers. (`--cluster`: avo.cluster.make_pool.)"""
+    one on the first GPU), or `--workers` interpreter workers. (`--cluster`: avo.cluster.make_pool.) `hide`: what
+    the sandbox masks besides the home folder (the runs folder)."""
     from avo.evaluate.harness import Evaluator
 
     if pool.cluster:
@@ -104,7 +105,7 @@ def make_pool(task_spec: str, *, device: str, gpu, config, pool) -> EvalPool:
 
     def evaluator(worker: str, env: dict[str, str]) -> Evaluator:
         return Evaluator(task_spec, device=device, gpu=gpu, config=config, prewarm=pool.prewarm, env=env,
-                         known=known, stop=stop, worker=worker, node=host)
+                         known=known, stop=stop, worker=worker, node=host, hide=hide)
 
     if device == "interpret":
         if pool.gpus:

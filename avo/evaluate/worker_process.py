@@ -1,13 +1,21 @@
 """One evaluation worker process, started (and set up for its task) before the candidate it will score arrives.
 
-The process is `python -m avo.evaluate.worker` in a temp folder of its own (working directory, TMPDIR, result and
-progress files), with a scrubbed environment, in its own session, dying with avo. It is told its set-up on stdin at
-once and imports torch and Triton; a worker started while the previous candidate is still timed on its GPU (gated)
-waits for `release()` before the part of the set-up that uses the device (the task, the reference's ops, the
-toolchain warm-up), and gets with it what the evaluation before it learned (`known`); the token and the request
-follow when a candidate is handed to it. It serves exactly one request: the candidate still runs in a process no
-other candidate has touched. What it learned before any candidate
-code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its request.
+The process is `python -m avo.evaluate.worker` with a scrubbed environment, in its own session, dying with avo, and,
+where `wrap` is given, inside the OS sandbox (avo.util.sandbox), where it can write to its own box only: a temp
+folder holding its working directory, TMPDIR, progress file, private Triton/CuPy/Inductor caches, and `cand/`,
+into which the candidates are copied when they are handed to it (the worker starts before they are known, and no
+candidate ever writes to the folder the lineage commits). It is told its set-up on stdin at once and imports torch
+and Triton; a worker started while the previous candidate is still timed on its GPU (gated) waits for `release()`
+before the part of the set-up that uses the device (the task, the reference's ops, the toolchain warm-up), and gets
+with it what the evaluation before it learned (`known`); the request follows when a candidate is handed to it. It
+serves exactly one request: the candidate still runs in a process no other candidate has touched. What it learned
+before any candidate code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its
+request.
+
+The verdict comes back on a pipe of its own (the result channel), never through a file: once the candidates are
+scored the worker writes `ready`, the parent answers with a token on stdin that did not exist anywhere in the
+process while candidate code ran, and the worker writes its results signed with it. Anything else on the channel
+(a message before `ready`, more than one result) is a forgery (`channel_results`).
 """
 
 from __future__ import annotations
@@ -16,45 +24,61 @@ import json
 import os
 import secrets
 import select
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from avo.util import procs
 
+READY = b"ready"
+CACHES = {"TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
+"""A sandboxed worker's compile caches, fresh in its box: a kernel binary one candidate planted in a shared cache
+would otherwise run as another candidate's (the cost: nothing is reused across evaluations)."""
+
 
 class WorkerProcess:
-    def __init__(self, setup: dict, env: dict[str, str], gated: bool = False):
-        """`gated`: it only imports until `release()` (another evaluation is using the GPU meanwhile)."""
+    def __init__(self, setup: dict, env: dict[str, str], gated: bool = False,
+                 wrap: Callable[..., list[str]] | None = None):
+        """`gated`: it only imports until `release()` (another evaluation is using the GPU meanwhile). `wrap`: the
+        sandbox (`wrap(cmd, writable=..., cwd=...)` gives the command line that runs `cmd` in it), None for none."""
         self._tmp = procs.temp_dir("eval")
         self.path = Path(self._tmp.name)
-        self.result_path, self.progress_path = self.path / "result.json", self.path / "progress"
+        self.progress_path = self.path / "progress"
         self.progress_path.touch()
         workdir = self.path / "cwd"
-        workdir.mkdir()
-        (self.path / "tmp").mkdir()
+        for folder in ("cwd", "tmp", "cand"):
+            (self.path / folder).mkdir()
         # A temp folder of this evaluation's own: nothing a candidate leaves there outlives it. (Bytecode of torch
         # and triton is written and reused as usual: without it each evaluation recompiled torch's Python modules.)
         env = dict(env)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.update(TMPDIR=str(self.path / "tmp"), TMP=str(self.path / "tmp"), TEMP=str(self.path / "tmp"))
+        if wrap is not None:
+            env.update({name: str(self.path / "cache" / sub) for name, sub in CACHES.items()})
         ready_read, ready_write = os.pipe()
+        result_read, result_write = os.pipe()
         self._ready = os.fdopen(ready_read, "r")
+        self._result_fd, self._channel, self._token_sent = result_read, bytearray(), False
+        os.set_blocking(result_read, False)
         self._out, self._err = open(self.path / "stdout", "wb"), open(self.path / "stderr", "wb")
+        cmd = [sys.executable, "-m", "avo.evaluate.worker", "--ready-fd", str(ready_write),
+               "--result-fd", str(result_write)]
+        if wrap is not None:
+            cmd = wrap(cmd, writable=[self.path], cwd=workdir)
         try:
-            self.proc = procs.popen([sys.executable, "-m", "avo.evaluate.worker", "--ready-fd", str(ready_write)],
-                                    cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=self._out,
-                                    stderr=self._err, pass_fds=(ready_write,))
+            self.proc = procs.popen(cmd, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=self._out,
+                                    stderr=self._err, pass_fds=(ready_write, result_write))
         finally:
             os.close(ready_write)
+            os.close(result_write)
         self.token = secrets.token_hex(16)
-        """A secret the worker reads before any candidate code runs and signs its result with: a result file written
-        by anyone else (the temp folder is writable to the candidate) is refused."""
+        """Sent only once the worker says `ready` on the result channel, after every candidate's code has run."""
         self._report: str | None = None
         self._released = False
-        self._send(dict(setup, result_path=str(self.result_path), progress_path=str(self.progress_path),
-                        spawned_at=time.time()))
+        self._send(dict(setup, progress_path=str(self.progress_path), spawned_at=time.time()))
         if not gated:
             self.release()
 
@@ -69,9 +93,56 @@ class WorkerProcess:
             self._send({k: v for k, v in (known or {}).items() if v is not None})
 
     def start(self, request: dict) -> bool:
-        """Hand the worker its candidates; False if it is gone (its stdin closed): the watch then sees it dead."""
+        """Hand the worker its candidates (copied into its box first, so the request names only the copies); False
+        if it is gone (its stdin closed): the watch then sees it dead."""
         self.release()
-        return self._send(self.token) and self._send(dict(request, requested_at=time.time()))
+        copies = []
+        for i, folder in enumerate(request["candidates"]):
+            copy = self.path / "cand" / str(i)
+            copy_candidate(Path(folder), copy)
+            copies.append(str(copy))
+        return self._send(dict(request, candidates=copies, requested_at=time.time()))
+
+    def poll_channel(self, timeout_s: float = 0.0) -> None:
+        """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first
+        line, if that is `ready`, send it the token."""
+        if self._result_fd < 0:
+            return
+        readable, _, _ = select.select([self._result_fd], [], [], timeout_s)
+        while readable:
+            try:
+                chunk = os.read(self._result_fd, 1 << 16)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            self._channel += chunk
+        if not self._token_sent and b"\n" in self._channel:
+            self._token_sent = True
+            if self._channel.split(b"\n", 1)[0] == READY:
+                self._send(self.token)
+
+    def channel_results(self) -> list[dict] | str | None:
+        """The results the worker sent (read once the process is gone), `None` if it sent none (it died), or why
+        what came is a forgery: a first message other than `ready`, more than one result, a wrong token."""
+        self.poll_channel()
+        messages = [line for line in bytes(self._channel).split(b"\n") if line.strip()]
+        if not messages:
+            return None
+        if messages[0] != READY:
+            return "something other than the evaluator wrote on its result channel before it was done"
+        if len(messages) == 1:
+            return None
+        if len(messages) > 2:
+            return f"the result channel carried {len(messages) - 1} results where the evaluator writes one"
+        try:
+            payload = json.loads(messages[1])
+            token, results = payload.get("token"), payload["results"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # torn: the worker died writing it
+        if token != self.token or not isinstance(results, list):
+            return "the result was not signed with the token the evaluator gave the worker"
+        return results
 
     def ready(self, timeout_s: float = 0.0) -> bool:
         """Whether the set-up is done (its report arrived on the pipe), waiting up to `timeout_s` for it."""
@@ -102,6 +173,9 @@ class WorkerProcess:
                 handle.close()
             except (OSError, AttributeError):
                 pass
+        if self._result_fd >= 0:
+            os.close(self._result_fd)
+            self._result_fd = -1
         self._tmp.cleanup()
 
     def _send(self, payload) -> bool:
@@ -112,3 +186,15 @@ class WorkerProcess:
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
+
+
+def copy_candidate(source: Path, target: Path) -> None:
+    """The candidate's folders and regular files (no links, devices or FIFOs, no bytecode): what the worker reads."""
+    target.mkdir(parents=True)
+    for entry in os.scandir(source):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            copy_candidate(Path(entry.path), target / entry.name)
+        elif entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)

@@ -153,18 +153,24 @@ def test_confirm_reports_each_candidate_on_its_own():
     assert second.status == "correct", second.message
 
 
-def test_a_result_file_without_the_workers_token_is_refused():
-    """The worker signs its result with a secret it read from the parent before any candidate code ran."""
+@pytest.mark.parametrize("channel", [
+    b'ready\n{"results": [{"status": "correct", "fitness": 99.0}]}\n',  # unsigned
+    b'{"results": [{"status": "correct", "fitness": 99.0}]}\nready\n',  # before the worker was done
+    b'ready\n{"token": "x", "results": []}\n{"token": "x", "results": []}\n',  # two results
+])
+def test_a_result_the_worker_did_not_sign_is_refused(channel):
+    """The worker signs its one result with a token the parent sends only once it says `ready` on the channel."""
     ev = evaluator()
     worker = ev._new_worker()
     try:
         procs.kill_group(worker.proc)
-        worker.result_path.write_text('{"results": [{"status": "correct", "fitness": 99.0}]}')
+        worker._channel += channel
         worker.progress_path.write_text("check\t1x1x1\t0\n")
         [r] = ev._collect(worker, None, 1)
     finally:
         worker.discard()
     assert (r.status, r.rule) == ("rejected", "runtime.file_access") and r.fitness == 0
+    assert "forged" in r.message
 
 
 def test_planted_bytecode_is_never_run(tmp_path):

@@ -1,14 +1,17 @@
 """The `shell` tool, offered only with `--allow-shell`: a command run in the workspace, its group killed at the
-timeout, with an environment of a few allowed variables (no API keys)."""
+timeout, with an environment of a few allowed variables (no API keys), inside the OS sandbox unless the run has it
+off (avo.util.sandbox): its own PID namespace, so nothing it starts outlives the call and avo's processes (and
+their environments) are out of its sight; no network; writes to the workspace and a private /tmp only."""
 
 from __future__ import annotations
 
+from pathlib import Path
 
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.evaluate import interpreter
-from avo.util import procs
+from avo.util import procs, sandbox
 from avo.util.secrets import allowed
 
 MAX_OUTPUT_CHARS = 12_000
@@ -30,9 +33,12 @@ def shell(ctx: ToolContext, args: ShellArgs):
     env = allowed(SHELL_ENV_KEEP)
     if ctx.device == "interpret":  # as the evaluator's workers run: interpreted, GPUs hidden
         env.update(interpreter.ENV)
+    cmd = ["/bin/sh", "-c", args.command]
+    if sandbox.wanted(getattr(getattr(ctx.config, "evaluation", None), "sandbox", "auto")):
+        runs = getattr(ctx.config, "runs_dir", None)
+        cmd = sandbox.command(cmd, writable=[ctx.workspace], cwd=ctx.workspace, hide=(Path(runs),) if runs else ())
     # its whole group is killed at the timeout (compilers and kernels it started), and with avo
-    returncode, out, _ = procs.run(["/bin/sh", "-c", args.command], timeout_s=args.timeout_s, cwd=ctx.workspace,
-                                   env=env)
+    returncode, out, _ = procs.run(cmd, timeout_s=args.timeout_s, cwd=ctx.workspace, env=env)
     timed_out = returncode is None
     if len(out) > MAX_OUTPUT_CHARS:
         out = out[:MAX_OUTPUT_CHARS // 2] + "\n... (output truncated) ...\n" + out[-MAX_OUTPUT_CHARS // 2:]

@@ -2,9 +2,10 @@
 
 Runs in its own process group with a scrubbed environment (see harness.py and worker_process.py). First the set-up
 that needs no candidate (evaluation.prepare), which a worker started ahead of its request does while it waits; then
-the request's candidates (evaluation.evaluate). The verdict is written to a result file opened before any candidate
-code runs (candidate code may print to stdout), signed with the token the parent wrote to stdin; then the process
-exits at once, so threads a candidate left behind cannot hold it open.
+the request's candidates (evaluation.evaluate). The verdict goes on the result channel, a pipe the parent passed in
+(`--result-fd`; candidate code may print to stdout): `ready`, then, signed with the token the parent sends on stdin
+only in answer to it, the results; then the process exits at once, so threads a candidate left behind cannot hold
+it open.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ def _no_core_dumps() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Standard input carries four lines from the parent: the set-up (task, device, config, where to write); a
+    """Standard input carries four lines from the parent: the set-up (task, device, config, progress file); a
     `go` object (what earlier workers of the task learned, e.g. the reference's ops), once the device is free for
     the set-up's own work (until then only modules are imported, which touches no
     GPU, so a worker can start while another candidate is timed on its GPU); then, when a candidate is to be
-    scored, the token that signs the result and the request (mode, candidates). `--ready-fd N` names a pipe that
-    gets what later workers may reuse (`Prepared.known`) and is closed before any candidate code runs."""
+    scored, the request (mode, candidates); last, in answer to `ready`, the token that signs the result.
+    `--ready-fd N` names a pipe that gets what later workers may reuse (`Prepared.known`) and is closed before any
+    candidate code runs; `--result-fd N` the result channel."""
     argv = sys.argv[1:] if argv is None else argv
     ready_fd = int(argv[argv.index("--ready-fd") + 1]) if "--ready-fd" in argv else None
+    result_fd = int(argv[argv.index("--result-fd") + 1])
+    os.set_inheritable(result_fd, False)  # no program the candidate starts holds it
     setup = json.loads(sys.stdin.readline())
     _no_core_dumps()
     evaluation._import_toolchain()
@@ -44,22 +48,21 @@ def main(argv: list[str] | None = None) -> None:
     if not go:
         os._exit(0)
     setup.update(json.loads(go))
-    result_file = open(setup["result_path"], "w")
     progress = Progress(open(setup["progress_path"], "a"))
     prepared = evaluation.prepare(setup, progress)
     if ready_fd is not None:
         with os.fdopen(ready_fd, "w") as ready:
             ready.write(json.dumps(prepared.known()) + "\n")
-    token = sys.stdin.readline().strip()  # from the parent, before any candidate code exists in this process
     request = json.loads(sys.stdin.readline() or "{}")
-    sys.stdin.close()
     if not request.get("candidates"):  # the parent let this worker go unused
         os._exit(0)
     results = evaluation.evaluate(prepared, request)
     results_json = ", ".join(r.model_dump_json() for r in results)
-    result_file.write(f'{{"token": {json.dumps(token)}, "results": [{results_json}]}}')
-    result_file.flush()
-    os.fsync(result_file.fileno())
+    os.write(result_fd, b"ready\n")
+    token = sys.stdin.readline().strip()  # sent only now: it existed nowhere in this process while candidates ran
+    message = f'{{"token": {json.dumps(token)}, "results": [{results_json}]}}\n'.encode()
+    while message:
+        message = message[os.write(result_fd, message):]
     progress.mark("done")
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -1,0 +1,134 @@
+"""The OS sandbox every evaluation worker and the shell tool run in: bubblewrap (`bwrap`).
+
+Inside, a process has its own PID namespace (when the sandbox's first process ends, the kernel kills everything it
+started, `setsid` or not, and nothing of avo's is visible in its `/proc`), no network, no capabilities, a read-only
+view of the system, a fresh `/tmp` and `/dev` (the NVIDIA device nodes bound in), tmpfs over the folders that hold
+the user's and the run's data (`$HOME`, `/root`, the runs folder; the Python install and avo's source under them are
+bound back read-only), and write access only to the folders the caller names.
+
+Why bubblewrap rather than namespaces and Landlock set up by hand: unsharing the PID namespace needs a fork after
+`unshare()` and a reaping init inside, and a mount namespace needs the bind/remount/tmpfs sequence in the right
+order with its error cases; bubblewrap is the small, audited program that does exactly this (Flatpak's), works as
+root and, where user namespaces are allowed, as a user, and is one `apt-get install` away. Landlock confines files
+only (no PID or network namespace) and needs kernel 5.13+ with it enabled, which the GPU machines do not promise.
+
+`bwrap` is found at `$AVO_BWRAP` (a path, for machines where it is not on PATH), else on PATH, and tried once
+(`why_unavailable`): a bwrap that cannot create its namespaces here counts as none.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from avo.errors import UserError
+from avo.util.cache import cache_root
+
+ENV_VAR = "AVO_BWRAP"
+INSTALL = f"apt-get install bubblewrap, or set {ENV_VAR}=/path/to/bwrap"
+BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid",
+        "--unshare-net", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+"""Every sandbox: a read-only system, its own /dev, /proc and /tmp, no other process, network, IPC or capability
+(root without CAP_SYS_ADMIN cannot remount the read-only view writable)."""
+GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+
+
+def find() -> str | None:
+    """The bwrap program: `$AVO_BWRAP` if set (refused when it is not an executable file), else bwrap on PATH."""
+    given = os.environ.get(ENV_VAR)
+    if given:
+        return given if os.path.isfile(given) and os.access(given, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=4)
+def _trial(path: str) -> str | None:
+    try:
+        done = subprocess.run([path, *BASE, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{path} does not run ({type(exc).__name__})"
+    if done.returncode != 0:
+        return f"{path} cannot create its namespaces here: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return None
+
+
+def why_unavailable() -> str | None:
+    """None when a working sandbox is here; else why not, in a few words (what to do: INSTALL)."""
+    given = os.environ.get(ENV_VAR)
+    path = find()
+    if path is None:
+        return f"{ENV_VAR}={given} is not an executable file" if given else "bwrap (bubblewrap) is not installed"
+    return _trial(path)
+
+
+def available() -> bool:
+    return why_unavailable() is None
+
+
+def wanted(mode: str) -> bool:
+    """Whether to sandbox under config mode `mode`: on (refused in one line without a sandbox), off, or auto (when
+    one is here)."""
+    if mode == "off":
+        return False
+    why = why_unavailable()
+    if mode == "on" and why is not None:
+        raise UserError(f"the sandbox is required but {why}: {INSTALL}")
+    return why is None
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def hidden_roots(hide: Sequence[Path] = ()) -> list[Path]:
+    """Folders replaced by an empty tmpfs: the home folder, /root and `hide` (the runs folder), where they exist."""
+    roots = [Path.home(), Path("/root"), *hide]
+    resolved = []
+    for root in roots:
+        real = Path(os.path.realpath(root))
+        if real.is_dir() and real != Path("/") and real not in resolved:
+            resolved.append(real)
+    return resolved
+
+
+def _needed() -> list[Path]:
+    """What a Python worker reads that may lie under a hidden folder: the interpreter and its packages, avo's
+    source, and avo's cache (KernelBench measurements; read-only, so no candidate can plant one)."""
+    import avo
+
+    paths = [sys.prefix, sys.base_prefix, Path(avo.__file__).parents[1], cache_root(), *sys.path]
+    return [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
+
+
+def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Sequence[Path] = (),
+            readable: Sequence[Path] = (), bwrap: str | None = None) -> list[str]:
+    """`cmd` wrapped in bwrap: `writable` folders bound read-write, `readable` ones (e.g. a task file's folder)
+    read-only, the hidden roots masked; it starts in `cwd`. Where a path the worker needs lies under a masked root,
+    it is bound back read-only, unless it holds a masked root itself (a checkout holding the runs folder)."""
+    bwrap = bwrap or find()
+    if bwrap is None:
+        raise UserError(f"no sandbox: {why_unavailable()}: {INSTALL}")
+    masked = [Path("/tmp"), *hidden_roots(hide)]
+    args = [bwrap, *BASE]
+    for pattern in GPU_NODES:
+        for node in sorted(glob.glob(pattern)):
+            args += ["--dev-bind", node, node]
+    for root in masked[1:]:
+        args += ["--tmpfs", str(root)]
+    bound: list[Path] = []
+    for path in dict.fromkeys([*_needed(), *(Path(os.path.realpath(p)) for p in readable)]):
+        if (path.exists() and _inside(path, masked) and not _inside(path, bound)
+                and not any(m != path and path in m.parents for m in masked)):
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
+    for path in writable:
+        real = os.path.realpath(path)
+        args += ["--bind", real, real]
+    args += ["--chdir", os.path.realpath(cwd), "--", *cmd]
+    return args
