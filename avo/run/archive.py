@@ -1,8 +1,13 @@
 """A run as one file (`avo export` / `avo import`): a tar holding a git bundle of every lineage ref, run.json, the
-transcript, notes, evaluations and profiles. Enough to replay, report or diff the run on another machine."""
+transcript, notes, evaluations and profiles. Enough to replay, report or diff the run on another machine.
+
+The run's files are exported as regular files only (avo.util.safe_files): a link or special file among them is
+refused by name, never followed into the archive; an import takes regular-file members only and checks out nothing
+the lineage could not have committed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -12,7 +17,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from avo.util import procs
+from avo.util import procs, safe_files
 from avo.util.atomic import replacing
 from avo.errors import UserError
 from avo.run.lineage.repo import Lineage
@@ -33,21 +38,51 @@ def export_run(run: Run, out: Path) -> Path:
         bundle = Path(tmp, "lineage.bundle")
         if len(run.lineage):
             run_git(run.lineage.path, "bundle", "create", "--quiet", str(bundle), "--all")
-        members = [(bundle, "lineage.bundle")] if bundle.exists() else []
-        members += [(run.path / name, name) for name in _TOP_FILES if (run.path / name).is_file()]
-        members += [(path, path.relative_to(run.path).as_posix()) for tree in _TREES
-                    for path in sorted((run.path / tree).rglob("*")) if path.is_file() and not path.is_symlink()]
+        names = _run_files(run)
+        members = ["lineage.bundle"] if bundle.exists() else []
         manifest = Path(tmp, "manifest.json")
         manifest.write_text(json.dumps({"format": FORMAT, "version": 1, "run_id": run.id, "exported": now(),
-                                        "candidates": len(run.lineage), "members": [m[1] for m in members]}))
+                                        "candidates": len(run.lineage), "members": members + names}))
         try:
             with replacing(out) as staging, tarfile.open(staging, "w") as tar:
                 tar.add(manifest, "manifest.json")
-                for path, name in members:
-                    tar.add(path, name)
+                if members:
+                    tar.add(bundle, "lineage.bundle")
+                for name in names:
+                    _add_file(tar, run.path, name)
+        except safe_files.UnsafeFile as exc:
+            raise UserError(f"refusing to export {run.id}: {exc}") from None
         except OSError as exc:
             raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return out
+
+
+def _run_files(run: Run) -> list[str]:
+    """The run's files an export holds, by path in the run folder; UserError naming one that is not regular."""
+    names = [name for name in _TOP_FILES if os.path.lexists(run.path / name)]
+    try:
+        for name in names:
+            if (what := safe_files.unsafe_kind(os.lstat(run.path / name))) is not None:
+                raise safe_files.UnsafeFile(name, what)
+        for tree in _TREES:
+            folder = run.path / tree
+            if folder.is_symlink():
+                raise safe_files.UnsafeFile(tree, "a symlink")
+            if folder.is_dir():
+                files, refused = safe_files.scan(folder)
+                if refused:
+                    raise safe_files.UnsafeFile(f"{tree}/{refused[0].rel}", refused[0].what)
+                names += [f"{tree}/{rel}" for rel, _ in files]
+    except safe_files.UnsafeFile as exc:
+        raise UserError(f"refusing to export {run.id}: {exc}") from None
+    return names
+
+
+def _add_file(tar: tarfile.TarFile, root: Path, rel: str) -> None:
+    data, st = safe_files.read_file(root, rel)
+    info = tarfile.TarInfo(rel)
+    info.size, info.mtime, info.mode = len(data), int(st.st_mtime), 0o644
+    tar.addfile(info, io.BytesIO(data))
 
 
 def import_run(file: Path, runs_dir: Path) -> Run:

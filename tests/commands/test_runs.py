@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -193,6 +194,22 @@ def test_export_import_round_trip(runs_dir, capsys, tmp_path):
     assert code == 0 and "+BLOCK_M = 64" in out
     code, _, err = avo(capsys, "import", archive, "--runs-dir", elsewhere)
     assert code == 2 and "already exists" in err
+
+
+@pytest.mark.parametrize("plant", ["hard link", "fifo", "symlink"])
+def test_export_refuses_a_link_or_special_file_in_the_run_by_name(runs_dir, capsys, tmp_path, plant):
+    """A file outside the run, linked into its profiles, is not carried into the archive; a FIFO is not opened."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not for the archive\n")
+    profiles = runs_dir / "r1" / "profiles"
+    profiles.mkdir(exist_ok=True)
+    planted = profiles / "c0001.txt"
+    {"hard link": lambda: os.link(outside, planted), "fifo": lambda: os.mkfifo(planted),
+     "symlink": lambda: planted.symlink_to(outside)}[plant]()
+    archive = tmp_path / "r1.tar"
+    code, _, err = avo(capsys, "export", "r1", "-o", archive, "--runs-dir", runs_dir)
+    what = {"hard link": "a hard link (2 names)", "fifo": "a FIFO", "symlink": "a symlink"}[plant]
+    assert code == 2 and f"profiles/c0001.txt is {what}" in err and not archive.exists()
 
 
 def test_runs_lists_the_others_when_one_is_damaged(runs_dir, capsys):
