@@ -188,9 +188,8 @@ def test_a_child_past_its_time_limit_is_killed_and_what_it_finished_is_kept(monk
     jobs = [precompile._Job(lambda: None), precompile._Job(lambda: None), precompile._Job(broken),
             precompile._Job(lambda: None), precompile._Job(lambda: time.sleep(60)), precompile._Job(lambda: None),
             precompile._Job(lambda: None)]
-    began = time.monotonic()
     missing = precompile._in_children(jobs, workers=2, limit_s=3)
-    assert missing == {2, 4, 6} and time.monotonic() - began < 20
+    assert missing == {2, 4, 6}  # had the hung child run on, its 60 s job would be done and the next one with it
     assert len(pids) == 2
     for pid in pids:  # both children reaped: no zombie left behind
         with pytest.raises(ChildProcessError):
