@@ -45,7 +45,18 @@ def run_checks() -> list[Check]:
     return [check_gpu(), check_torch(), check_triton(), check_tool("nvcc", ["--version"], "install the CUDA toolkit "
             "(only CUDA C++ candidates need it)"), check_tool("ncu", ["--version"], "install Nsight Compute (for "
             "`avo profile` and the agent's profile tool)"), check_tool("git", ["--version"], "install git (the "
-            "lineage is a git repository)", required=True), check_cupy(), *check_keys()]
+            "lineage is a git repository)", required=True), check_cupy(), check_sandbox(), *check_keys()]
+
+
+def check_sandbox() -> Check:
+    """bubblewrap, which every evaluation and the shell tool run in (avo/util/sandbox.py)."""
+    from avo.util import sandbox
+
+    why = sandbox.why_unavailable()
+    if why is not None:
+        return Check("sandbox", False, f"{why}: runs with an LLM agent refuse to start without it (--no-sandbox "
+                     "runs candidates unconfined)", sandbox.INSTALL)
+    return Check("sandbox", True, f"bubblewrap ({sandbox.find()}): candidates and the shell run confined")
 
 
 def check_gpu() -> Check:

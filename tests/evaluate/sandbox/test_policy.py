@@ -1,0 +1,124 @@
+"""When the sandbox is used, what it hides, and the parent's refusal of physically impossible GPU results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from avo import tasks
+from avo.agent.session import settle_sandbox
+from avo.commands import doctor
+from avo.config import RunConfig
+from avo.errors import UserError
+from avo.evaluate.plausible import impossible
+from avo.evaluate.result import CaseResult, EvalResult
+from avo.gpus import PROFILES
+from avo.util import sandbox
+import needs
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch, tmp_path):
+    monkeypatch.setenv(sandbox.ENV_VAR, str(tmp_path / "missing-bwrap"))
+
+
+@pytest.mark.parametrize("agent", ["anthropic", "openai"])
+def test_an_llm_agents_run_refuses_to_start_without_a_sandbox(no_bwrap, agent):
+    config = RunConfig(agent={"kind": agent})
+    with pytest.raises(UserError, match="--no-sandbox") as caught:
+        settle_sandbox(config, lambda line: None)
+    assert "\n" not in str(caught.value) and "bwrap" in str(caught.value)
+
+
+def test_no_sandbox_is_explicit_and_recorded(no_bwrap):
+    config, said = RunConfig(agent={"kind": "openai"}, evaluation={"sandbox": "off"}), []
+    settle_sandbox(config, said.append)
+    assert config.evaluation.sandbox == "off" and "unconfined" in said[0]
+    assert config.model_dump(mode="json")["evaluation"]["sandbox"] == "off"  # what run.json stores
+
+
+def test_the_heuristic_agent_runs_on_with_a_warning(no_bwrap):
+    config, said = RunConfig(agent={"kind": "heuristic"}), []
+    settle_sandbox(config, said.append)
+    assert config.evaluation.sandbox == "off" and said[0].startswith("warning: no sandbox")
+
+
+def test_sandbox_on_is_refused_without_one_even_for_the_heuristic(no_bwrap):
+    with pytest.raises(UserError, match="AVO_BWRAP"):
+        settle_sandbox(RunConfig(agent={"kind": "heuristic"}, evaluation={"sandbox": "on"}), lambda line: None)
+
+
+def test_doctor_says_how_to_install_the_sandbox(no_bwrap):
+    check = doctor.check_sandbox()
+    assert not check.ok and "apt-get install bubblewrap" in check.fix and sandbox.ENV_VAR in check.fix
+
+
+@needs.bwrap
+def test_a_run_records_that_it_was_sandboxed():
+    config = RunConfig(agent={"kind": "openai"})
+    settle_sandbox(config, lambda line: None)
+    assert config.evaluation.sandbox == "on"
+
+
+@needs.bwrap
+def test_the_sandbox_masks_the_home_and_runs_folders_but_not_python(tmp_path, monkeypatch):
+    home, runs, box = tmp_path / "home", tmp_path / "elsewhere" / "runs", tmp_path / "box"
+    for folder in (home, runs, box):
+        folder.mkdir(parents=True)
+    (home / "secret").write_text("s")
+    (runs / "notes.md").write_text("n")
+    monkeypatch.setenv("HOME", str(home))
+    script = (f"ls -A {home} {runs}; echo x > {box}/made; echo y > {runs}/planted || echo refused; "
+              "python -c 'import avo, torch; print(\"imports\")'; ls /proc | grep -c '^[0-9]'")
+    cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box, hide=[runs])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    assert "secret" not in out and "notes.md" not in out and "imports" in out
+    assert (box / "made").exists() and not (runs / "planted").exists()
+    assert int(out.split()[-1]) <= 4  # bwrap, sh and what sh runs: no process of avo's or this machine's
+
+
+def _gemm_result(ms: float) -> EvalResult:
+    case = tasks.load("gemm").cases("bench")[0]  # 4096^3: 137 GFLOP, 100 MB
+    return EvalResult(status="correct", fitness=2.0, timing_source="gpu",
+                      cases=[CaseResult(case=case.name, suite="bench", correct=True, ms=ms, library_ms=1.0,
+                                        speedup=1.0 / ms)])
+
+
+def test_a_gpu_result_faster_than_the_gpu_can_be_is_impossible():
+    gemm, h200 = tasks.load("gemm"), PROFILES["h200"]
+    assert impossible(_gemm_result(0.16), gemm, h200, "bench") is None  # ~860 TFLOPS: fast, possible
+    why = impossible(_gemm_result(0.01), gemm, h200, "bench")  # ~13,700 TFLOPS
+    assert why is not None and "TFLOPS" in why and "h200" in why
+
+
+def test_bandwidth_bounds_only_data_that_cannot_sit_in_l2():
+    gemm, h200 = tasks.load("gemm"), PROFILES["h200"]
+    slow_gpu = h200.model_copy(update={"peak_fp8_tflops": 1e9, "peak_bf16_tflops": 1e9, "peak_fp16_tflops": 1e9})
+    assert "GB/s" in impossible(_gemm_result(0.01), gemm, slow_gpu, "bench")  # 100 MB in 10 us
+    big_l2 = slow_gpu.model_copy(update={"l2_mb": 1024})
+    assert impossible(_gemm_result(0.01), gemm, big_l2, "bench") is None
+
+
+def test_interpreter_timings_are_never_judged_against_the_gpu():
+    result = _gemm_result(0.0001).model_copy(update={"timing_source": "interpreter"})
+    assert impossible(result, tasks.load("gemm"), PROFILES["h200"], "bench") is None
+
+
+def test_the_parent_rejects_an_impossible_result_the_worker_sent():
+    """Whatever the worker's process reports, the parent checks it against the GPU's peak itself."""
+    from avo.config import EvalConfig
+    from avo.evaluate.harness import Evaluator
+    from avo.util import procs
+
+    ev = Evaluator("gemm", device="cuda", gpu=PROFILES["h200"], config=EvalConfig(sandbox="off"))
+    worker = ev._new_worker()
+    try:
+        procs.kill_group(worker.proc)
+        sent = {"token": worker.token, "results": [_gemm_result(0.01).model_dump(mode="json")]}
+        worker._channel += b"ready\n" + json.dumps(sent).encode() + b"\n"
+        [r] = ev._collect(worker, None, 1)
+    finally:
+        worker.discard()
+    assert (r.status, r.rule, r.fitness) == ("rejected", "plausibility.peak", 0.0) and "TFLOPS" in r.message
