@@ -23,7 +23,8 @@ def test_doctor_lists_every_item_and_hides_key_values(capsys, monkeypatch):
     lines = out.strip().splitlines()
     assert all(line.split()[0] in ("ok", "missing") for line in lines)
     names = [line.split()[1] for line in lines]
-    assert names == ["GPU", "torch", "Triton", "nvcc", "ncu", "git", "CuPy", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    assert names == ["GPU", "torch", "Triton", "nvcc", "ncu", "git", "CuPy", "sandbox", "ANTHROPIC_API_KEY",
+                     "OPENAI_API_KEY"]
     by_name = dict(zip(names, lines))
     assert by_name["ANTHROPIC_API_KEY"].startswith("ok") and "set" in by_name["ANTHROPIC_API_KEY"]
     assert by_name["OPENAI_API_KEY"].startswith("missing") and "export OPENAI_API_KEY" in by_name["OPENAI_API_KEY"]
