@@ -109,6 +109,8 @@ def classify(exc: BaseException, candidate: Candidate, doing: str) -> Verdict:
     """What an exception raised by candidate code means for its status."""
     if isinstance(exc, Rejection):
         return Verdict("rejected", exc.rule, exc.message)
+    if isinstance(exc, CaseFailure):  # a check that ends the candidate: its call wrote past an allocation
+        return Verdict("incorrect", exc.rule, exc.message)
     if isinstance(exc, CudaCompileError):
         return Verdict("compile_error", "compile", exc.message)
     name = type(exc).__name__

@@ -74,6 +74,7 @@ def compile_cuda_candidate(ctx: Context, cand: Candidate) -> None:
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
     """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
     task = ctx.task
+    cand.result.notes += getattr(task, "size_notes", lambda suite: [])(ctx.check_suite)  # KernelBench tasks
     with stage(cand.result.stage_s, "check"):
         for i, case in enumerate(task.cases(ctx.check_suite)):
             ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)

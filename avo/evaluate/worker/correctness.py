@@ -19,6 +19,9 @@ POISON_BITS = {
     "float64": ("int64", 0x7FF8DEADBEEF0BAD),
 }
 _ALLOCATORS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+RED_ZONE_BYTES = 1 << 16
+"""Past the end of each tensor allocated during a checked call: a last block of up to 16384 fp32 elements."""
+RED_ZONE_FILL = 0xA5
 
 
 @dataclass
@@ -65,17 +68,39 @@ def poison_cuda_cache(shape: tuple[int, ...], dtype: str, blocks: int = 4) -> No
 
 
 def poison_allocations():
-    """A dispatch mode that poisons every tensor allocated through torch's empty-family ops while it is active."""
+    """A dispatch mode that poisons every tensor allocated through torch's empty-family ops while it is active, and
+    gives each contiguous one a red zone of RED_ZONE_BYTES past its end: `overrun()` names the first allocation whose
+    red zone was written (a last block stored unmasked), which no output comparison can see."""
+    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _PoisonAllocations(TorchDispatchMode):
+        zones: list = []
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             if func.overloadpacket.__name__ in _ALLOCATORS:
+                if isinstance(out, torch.Tensor) and out.numel() and out.is_contiguous():
+                    out = self._zoned(out)
                 poison(out)
             return out
 
-    return _PoisonAllocations()
+        def _zoned(self, out):
+            size = out.numel() * out.element_size()
+            whole = torch.empty(size + RED_ZONE_BYTES, dtype=torch.uint8, device=out.device)
+            whole[size:].fill_(RED_ZONE_FILL)
+            self.zones.append((whole, size, tuple(out.shape), out.dtype))
+            return whole[:size].view(out.dtype).view(out.shape)
+
+        def overrun(self) -> str | None:
+            for whole, size, shape, dtype in self.zones:
+                if not bool((whole[size:] == RED_ZONE_FILL).all()):
+                    return f"a {shape} {str(dtype).removeprefix('torch.')} tensor it allocated"
+            return None
+
+    mode = _PoisonAllocations()
+    mode.zones = []
+    return mode
 
 
 def checked_call(task: Any, case: Any, entry: Callable, inputs: tuple, forbidden: frozenset[str],
@@ -86,7 +111,7 @@ def checked_call(task: Any, case: Any, entry: Callable, inputs: tuple, forbidden
     if device == "cuda":
         shape, dtype = task.output_like(case, inputs)
         poison_cuda_cache(tuple(shape), dtype)
-    with poison_allocations():
+    with poison_allocations() as allocations:
         out = guards.call_watched(lambda: task.call(entry, inputs), forbidden)
     if device == "cuda":
         # Device-wide: work left on a side stream finishes before the output is read, so such a kernel is judged by
@@ -94,6 +119,10 @@ def checked_call(task: Any, case: Any, entry: Callable, inputs: tuple, forbidden
         import torch
 
         torch.cuda.synchronize()
+    overrun = allocations.overrun()
+    if overrun:
+        raise CaseFailure("check.out_of_bounds", f"case {case.name}: the call wrote past the end of {overrun} (a "
+                          "last block stored without its mask?)")
     guards.check_output_type(out)
     return out
 

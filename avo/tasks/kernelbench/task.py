@@ -22,7 +22,7 @@ from avo.tasks.kernelbench.cache import Measure
 from avo.tasks.kernelbench.models import (Variant, bind, build_variant, dispatch_mode_active, measure_run,
                                           rng_devices, run_library, run_reference, settle)
 from avo.tasks.kernelbench.problem import Problem, cast_input, signature
-from avo.tasks.kernelbench.sizes import downsized, format_size, second_sizes
+from avo.tasks.kernelbench.sizes import downsized, format_size, ones, second_sizes
 from avo.tasks.kernelbench.spec import BASELINES, DTYPES, OPS, absolute_spec, parse_spec
 from avo.util.format import first_line
 from avo.util.atomic import write_text_atomic
@@ -61,10 +61,11 @@ class KernelBenchTask:
         self.cast = getattr(torch, self.dtype) if self.dtype else None
         self.name = self.path.stem
         self.problem = Problem(self.path)
-        self._measures: dict[tuple, Measure | None] = {}
+        self._measures: dict[tuple, tuple[dict[str, Any], Measure | None]] = {}
         self._variants: dict[tuple, Variant] = {}
         self._by_signature: dict[tuple, Variant] = {}
         self._planned: dict[str, list[Case]] | None = None
+        self._size_notes: dict[str, list[str]] = {}
         self.meta_ok = self._measure(dict(self.problem.file_sizes), self.cast) is not None
         """Whether the meta device runs the model at the file's size (else its sizes are measured for real); measured
         now, so a forward that returns no tensor is refused as the file loads."""
@@ -81,11 +82,11 @@ class KernelBenchTask:
         return absolute_spec(str(self.path) + "?" + "&".join(f"{k}={v}" for k, v in options.items() if v))
 
     # -- suites -------------------------------------------------------------------------------------------------
-    def _measure(self, sizes: dict[str, int], cast: Any) -> Measure | None:
-        key = (tuple(sorted(sizes.items())), cast)
+    def _measure(self, sizes: dict[str, Any], cast: Any) -> Measure | None:
+        key = (_frozen(sizes), cast)
         if key not in self._measures:
-            self._measures[key] = self.problem.try_measure(sizes, cast)
-        return self._measures[key]
+            self._measures[key] = (dict(sizes), self.problem.try_measure(sizes, cast))
+        return self._measures[key][1]
 
     def _case(self, sizes: dict[str, int], cast: Any, draw: int = 1) -> Case:
         measured = self._measure(sizes, cast)
@@ -118,16 +119,48 @@ class KernelBenchTask:
         second = self._other_size(main, self.cast, taken)
         if second is not None:
             check.append(self._case(second, self.cast))
+            taken.add(self._measure(second, self.cast).signature)
+        check += self._small_cases(main, taken)
         # Triton's interpreter computes tl.dot wrongly on bf16 operands: tiny cases of a bf16 task run in fp16.
         tiny_cast = torch.float16 if self.cast is torch.bfloat16 else self.cast
         small = downsized(self.problem, main, tiny_cast, TINY_ELEMENTS)
         tiny = [self._case(small, tiny_cast, 1), self._case(small, tiny_cast, 2)]
         measured = self._measure(small, tiny_cast)
+        if measured is not None and measured.elements > TINY_ELEMENTS:
+            self._size_notes["tiny"] = [
+                f"{self.name}: the interpreter's size {tiny[0].name} has {measured.elements:,} elements, over the "
+                f"{TINY_ELEMENTS:,} aimed at: the rest is the model's own (fixed layers), or its knobs cannot shrink "
+                "further without a count of 1"]
         smaller = self._other_size(small, tiny_cast, {measured.signature}) if measured else None
         if smaller is not None:
             tiny.append(self._case(smaller, tiny_cast))
         self.problem.measures.save()
         return {"check": check, "bench": [self._case(main, self.cast)], "tiny": tiny}
+
+    def _small_cases(self, main: dict[str, Any], taken: set) -> list[Case]:
+        """The check suite's small sizes: the interpreter's (ragged, a few thousand elements), then every knob at 1
+        where the model allows (else as many as allow it, in file order). Bugs that only small sizes show: a row
+        shorter than the kernel's block, a grid of one program."""
+        small = downsized(self.problem, main, self.cast, TINY_ELEMENTS)
+        at_one = ones(small)
+        if self._measure(at_one, self.cast) is None:
+            at_one = dict(small)
+            for knob in small:
+                trial = {**at_one, knob: ones({knob: small[knob]})[knob]}
+                if self._measure(trial, self.cast) is not None:
+                    at_one = trial
+        cases = []
+        for sizes in (small, at_one):
+            measured = self._measure(sizes, self.cast)
+            if measured is not None and measured.signature not in taken:
+                taken.add(measured.signature)
+                cases.append(self._case(sizes, self.cast))
+        return cases
+
+    def size_notes(self, suite: str) -> list[str]:
+        """How a suite's sizes differ from what was aimed at, for the result's notes."""
+        self.cases(suite)
+        return list(self._size_notes.get(suite, []))
 
     @property
     def _suites(self) -> dict[str, list[Case]]:
@@ -144,7 +177,7 @@ class KernelBenchTask:
 
     # -- inputs and models --------------------------------------------------------------------------------------
     def _variant(self, sizes: dict[str, int], cast: Any, device: str) -> Variant:
-        key = (tuple(sorted(sizes.items())), cast, device)
+        key = (_frozen(sizes), cast, device)
         if key in self._variants:
             return self._variants[key]
         variant = build_variant(self.problem, sizes, cast, device, compile_library=self.baseline == "compile")
@@ -162,9 +195,9 @@ class KernelBenchTask:
         found = self._by_signature.get((sig, device))
         if found is not None:
             return found
-        for (sizes, cast), measured in self._measures.items():
+        for (_, cast), (sizes, measured) in self._measures.items():
             if measured is not None and measured.signature == sig:
-                variant = self._variant(dict(sizes), cast, device)
+                variant = self._variant(sizes, cast, device)
                 self._by_signature[(sig, device)] = variant
                 return variant
         raise ValueError(f"{self.name}: inputs {sig} do not match any case of this task (make them with make_inputs)")
@@ -302,6 +335,11 @@ class KernelBenchTask:
         others = [p for p in folder.rglob("*") if p.is_file() and p != kernel and "__pycache__" not in p.parts
                   and p.suffix not in (".md", ".txt", ".json")]
         return not others
+
+
+def _frozen(sizes: dict[str, Any]) -> tuple:
+    """`sizes` as a dict key (a list knob as a tuple)."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in sizes.items()))
 
 
 def _gib(n: float) -> str:
