@@ -106,6 +106,14 @@ def check_triton() -> Check:
         import triton
     except ImportError:
         return Check("Triton", False, "not installed", "pip install triton", required=True)
+    from avo.evaluate import interpreter
+
+    if interpreter.scalar_index_broken():
+        import numpy
+
+        return Check("Triton", True, f"{triton.__version__}; its interpreter fails on runtime loop bounds with NumPy "
+                     f"{numpy.__version__}, mended in avo's --device interpret workers (a kernel run under "
+                     "TRITON_INTERPRET=1 outside avo needs Triton 3.7+ or NumPy < 2.4)")
     return Check("Triton", True, triton.__version__)
 
 

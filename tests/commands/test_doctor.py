@@ -35,6 +35,19 @@ def test_doctor_lists_every_item_and_hides_key_values(capsys, monkeypatch):
     assert "sk-ant-value" not in out
 
 
+def test_doctor_says_where_the_installed_triton_interpreter_needs_avos_mend(monkeypatch):
+    import triton
+
+    from avo.evaluate import interpreter
+
+    monkeypatch.setattr(interpreter, "scalar_index_broken", lambda: False)
+    assert doctor.check_triton().detail == triton.__version__
+    monkeypatch.setattr(interpreter, "scalar_index_broken", lambda: True)
+    check = doctor.check_triton()
+    assert check.ok and check.detail.startswith(f"{triton.__version__}; its interpreter fails on runtime loop bounds")
+    assert "mended in avo's --device interpret workers" in check.detail and "Triton 3.7+ or NumPy < 2.4" in check.detail
+
+
 def test_doctor_exits_1_when_a_required_tool_is_missing(capsys, monkeypatch):
     real_which = shutil.which
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None if name == "git" else real_which(name))

@@ -116,10 +116,7 @@ def test_an_exported_run_replays_and_reports_after_import(tiny, tmp_path, capsys
 def test_rebench_of_an_interpreter_run_on_the_gpu(tiny, capsys):
     runs, run_id = tiny
     baseline = Run.open(run_id, runs).load_eval("c0000")
-    if not baseline.ok:
-        # Seen on a GPU image with Triton 3.6 and NumPy 2.5: the interpreter itself fails at launch ("only
-        # 0-dimensional arrays can be converted to Python scalars"), so there is no interpreter run to re-bench.
-        pytest.skip(f"the Triton interpreter does not run on this machine: {baseline.message.splitlines()[-1]}")
+    assert baseline.ok and baseline.versions["gpu_device"] == "none (interpreter)", baseline.message
     code, out, err = avo(capsys, "replay", run_id, "--rebench", "--device", "cuda", "--runs-dir", runs)
     assert code == 0, err
     assert "recorded fitness [interpreter]" in out and "now fitness [gpu " in out
