@@ -1,8 +1,9 @@
 """Per-candidate evaluation wall time of a seed, median of N, the way `avo evolve` scores candidates before and
 after the pool's prepared workers (evaluate/worker_process.py) and the reference's ops passed on between workers.
 
-Every candidate is the seed with a comment added inside its first jitted function, so Triton has never compiled it
-(as every new candidate of a run). Four ways, each on fresh evaluators:
+Every candidate is the seed with a comment added inside its first jitted function (or to each .cu source of a CUDA
+C++ seed), so Triton (or NVRTC) has never compiled it, as every new candidate of a run. Four ways, each on fresh
+evaluators:
   before        as `cold`, every case timed for all five rounds (target_error 0): avo before the pool and before
                 a steady case could end its timing early;
   cold          harness.Evaluator without prewarm, nothing passed on: each evaluation starts, imports and records
@@ -34,9 +35,12 @@ JIT = re.compile(r"(@triton\.jit[^\n]*\ndef \w+\()")
 
 
 def fresh_copies(seed: Path, count: int, root: Path) -> list[Path]:
+    """Copies of the seed, each new to Triton's cache (a comment inside its first jitted function) or, for a CUDA
+    C++ seed, to NVRTC's (a comment at the end of each .cu source)."""
     source = (seed / "kernel.py").read_text()
-    if not JIT.search(source):
-        raise SystemExit(f"{seed}/kernel.py has no @triton.jit function to make new to Triton's cache")
+    sources = sorted(p.name for p in seed.glob("*.cu"))
+    if not JIT.search(source) and not sources:
+        raise SystemExit(f"{seed} has neither a @triton.jit function in kernel.py nor a .cu source to make new")
     folders = []
     for i in range(count):
         folder = root / f"c{i}"
@@ -44,8 +48,12 @@ def fresh_copies(seed: Path, count: int, root: Path) -> list[Path]:
         for path in seed.iterdir():
             if path.is_file():
                 (folder / path.name).write_bytes(path.read_bytes())
-        marked = JIT.sub(lambda m: f"{m.group(1)}  # new to Triton's cache: {time.time_ns()} {i}\n    ", source, 1)
-        (folder / "kernel.py").write_text(marked)
+        stamp = f"{time.time_ns()} {i}"
+        if JIT.search(source):
+            marked = JIT.sub(lambda m: f"{m.group(1)}  # new to Triton's cache: {stamp}\n    ", source, 1)
+            (folder / "kernel.py").write_text(marked)
+        for name in sources:
+            (folder / name).write_text((seed / name).read_text() + f"\n// new to NVRTC's cache: {stamp}\n")
         folders.append(folder)
     return folders
 

@@ -64,6 +64,9 @@ class GemmTask:
                 _case(1, 4096, 1000),
                 _case(1000, 1000, 1000, "float16"),
                 _case(512, 768, 2048),
+                # Long K with few tiles: where a kernel splits K and reduces partial tiles (few rows, and more).
+                _case(33, 520, 16392),
+                _case(130, 264, 16392),
             ]
         if suite == "tiny":
             # fp16 on purpose: Triton 3.9's interpreter computes tl.dot wrongly on bf16 operands (fp16 is right).

@@ -8,37 +8,38 @@ tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligne
 to a simple kernel in the same file: TMA cannot address them.
 """
 
-import math
-
 import torch
 
 from avo.cuda import load_module, tensor_map
 
-# The large tile: every shape with more than FEW_ROWS rows (the bench suite's shapes all take it, unsplit).
+# The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
+# (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
+# 1. Few tokens (M <= FEW_ROWS): a 64-row tile for one consumer warpgroup, since a 128-row tile would spend half its
+#    tensor-core time on rows of zeros, and such a GEMM is bound by reading B (the weights) once. 64 x 128 with six
+#    stages read it fastest (0.95-1.03x cuBLAS unsplit, against 0.71-0.86x for 64 x 256 with four), even where it
+#    left half the SMs idle.
+FEW_ROWS = 64  # avo: tune 0 64
+FEW_BLOCK_N = 128  # avo: tune 128 256
+FEW_STAGES = 6  # avo: tune 3 4 5 6
+# 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
+#    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
+#    more A per product). A 256-wide tile filling 61% of its one wave lost to a 192-wide filling 82% (0.78 vs
+#    0.88x), and 48% to a 128-wide filling 97% (0.62 vs 0.94x); at equal fill the 256-wide won (1.00 vs 0.91x).
 BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
 STAGES = 3  # avo: tune 2 3 4 5 6
+FIT_WIDTHS = True  # avo: tune False True
+WIDTH_RATE = {256: 1.0, 192: 0.97, 128: 0.93}
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
 CLUSTER_M = 1  # avo: tune 1 2
-
-# Few tokens (M <= FEW_ROWS): a 64-row tile for one consumer warpgroup, since a 128-row tile would spend half its
-# tensor-core time on rows of zeros, and such a GEMM is bound by reading B (the weights) once: deeper pipelines
-# keep more of B in flight. Off (0) until measured on a GPU; 64 is the setting built for it.
-FEW_ROWS = 0  # avo: tune 0 64
-FEW_BLOCK_N = 256  # avo: tune 128 256
-FEW_STAGES = 4  # avo: tune 3 4 5 6
-
-# Split-K: when the tiles leave the last wave of SMs part-empty (few tokens, long K), each tile's K range is cut
-# into parts reduced in a fixed order (deterministic). The count is the one with the shortest estimated time, in
-# K-steps of 64: waves x (steps per part + writing its fp32 partial) + the last part's reading of all of them, where
-# one partial's trip costs about PARTIAL_STEPS steps (a 128x256 fp32 tile at an SM's share of bandwidth against its
-# wgmma time per step); each part walks at least MIN_SPLIT_STEPS steps. Off (1) until measured on a GPU; 8 is the
-# setting built for it.
-MAX_SPLITS = 1  # avo: tune 1 2 4 8 16
-PARTIAL_STEPS = 2.5  # avo: tune 0.0 1.0 2.5 5.0 10.0
-MIN_SPLIT_STEPS = 8  # avo: tune 4 8 16 32
+# 3. Split-K, where the tiles leave half the SMs idle and K is long: each tile's K range cut into parts of at least
+#    MIN_SPLIT_STEPS steps of 64, reduced in a fixed order (bitwise repeatable). It paid only there: 0.99 against
+#    0.98x (64 x 8192 x 28672) and 0.97 against 0.63x (256 x 8192 x 28672 on 256-wide tiles); at K = 8192 or with
+#    the SMs already filled, the partials' traffic cost more than the idle SMs.
+MAX_SPLITS = 4  # avo: tune 1 2 4 8
+MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
 
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
 CONSUMERS = 2  # wgmma warpgroups per block of the large tile (BLOCK_M / CONSUMERS rows each)
@@ -61,9 +62,11 @@ class _Build:
         })
 
 
-_LARGE = _Build(BLOCK_M, BLOCK_N, STAGES, CONSUMERS, CLUSTER_M)
 _FEW = _Build(64, FEW_BLOCK_N, FEW_STAGES, 1, 1)
-_SIMPLE = _LARGE.module  # gemm_simple_* do not depend on the defines
+# Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept).
+_WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N]
+_LARGE = {n: _Build(BLOCK_M, n, STAGES + (n == 128 < BLOCK_N), CONSUMERS, CLUSTER_M) for n in _WIDTHS}
+_SIMPLE = _FEW.module  # gemm_simple_* do not depend on the defines
 
 _SMS: dict = {}
 _WORKSPACE: dict = {}
@@ -75,15 +78,9 @@ def _sm_count(device) -> int:
     return _SMS[device]
 
 
-def _splits(units: int, k_steps: int, sms: int) -> int:
-    """The K split with the shortest estimated time (the fewest parts among equals), if it saves 3% or more."""
-    def steps(splits: int) -> float:
-        if splits == 1:
-            return math.ceil(units / sms) * k_steps
-        return math.ceil(units * splits / sms) * (k_steps / splits + PARTIAL_STEPS) + PARTIAL_STEPS * splits
-
-    best = min(range(1, max(1, min(MAX_SPLITS, k_steps // MIN_SPLIT_STEPS)) + 1), key=steps)
-    return best if steps(best) < 0.97 * steps(1) else 1  # under 3% is within what the estimate can tell
+def _fill(units: int, sms: int) -> float:
+    """Busy SMs over all SMs, across the waves the units take."""
+    return units / (-(-units // sms) * sms)
 
 
 def _workspace(device, partial_floats: int, counters: int):
@@ -100,11 +97,21 @@ def _workspace(device, partial_floats: int, counters: int):
 
 
 def plan(M: int, N: int, K: int, sms: int) -> tuple[_Build, int, int]:
-    """(configuration, work units, K splits) for one shape: the table above, read top to bottom."""
-    build = _FEW if M <= FEW_ROWS else _LARGE
+    """(configuration, work units, K splits) for one shape: the three rules above, in order."""
+    if M <= FEW_ROWS:
+        build = _FEW
+    else:
+        def rate(build: _Build) -> float:  # the fill of its waves, less its padding past N, at its throughput
+            tiles_n = -(-N // build.block_n)
+            units = -(-M // (build.block_m * build.cluster_m)) * tiles_n
+            return _fill(units, sms // build.cluster_m) * N / (tiles_n * build.block_n) * WIDTH_RATE.get(
+                build.block_n, 1.0)
+
+        build = max(_LARGE.values(), key=rate)  # the widest among equals (first)
     # Blocks come in clusters of cluster_m, each cluster taking a unit of cluster_m vertically adjacent tiles.
     units = -(-M // (build.block_m * build.cluster_m)) * -(-N // build.block_n)
-    return build, units, _splits(units, -(-K // BLOCK_K), sms // build.cluster_m)
+    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, -(-K // BLOCK_K) // MIN_SPLIT_STEPS))
+    return build, units, splits
 
 
 def gemm(a, b):
