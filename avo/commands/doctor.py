@@ -101,11 +101,20 @@ def check_torch() -> Check:
     return Check("torch", True, f"{torch.__version__}, CUDA {cuda}, {torch.cuda.get_device_name()}")
 
 
+MIN_TRITON = (3, 4)
+"""pyproject.toml's pin: tl.make_tensor_descriptor and triton.set_allocator, which the TMA seed
+(kernels/gemm/triton_tma_persistent) uses, are not in Triton 3.2 and 3.3."""
+
+
 def check_triton() -> Check:
     try:
         import triton
     except ImportError:
         return Check("Triton", False, "not installed", "pip install triton", required=True)
+    major_minor = tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2])
+    if major_minor < MIN_TRITON:
+        return Check("Triton", False, f"{triton.__version__}, older than 3.4: the TMA seed's tensor descriptors "
+                     "(tl.make_tensor_descriptor) need 3.4", "pip install 'triton>=3.4'")
     from avo.evaluate import interpreter
 
     if interpreter.scalar_index_broken():

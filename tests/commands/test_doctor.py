@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,8 @@ import torch
 from avo import extras
 from avo.cli import main
 from avo.commands import doctor
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_doctor_lists_every_item_and_hides_key_values(capsys, monkeypatch):
@@ -46,6 +50,21 @@ def test_doctor_says_where_the_installed_triton_interpreter_needs_avos_mend(monk
     check = doctor.check_triton()
     assert check.ok and check.detail.startswith(f"{triton.__version__}; its interpreter fails on runtime loop bounds")
     assert "mended in avo's --device interpret workers" in check.detail and "Triton 3.7+ or NumPy < 2.4" in check.detail
+
+
+@pytest.mark.parametrize("version", ["3.2.0", "3.3.1"])
+def test_doctor_refuses_a_triton_older_than_the_pin(monkeypatch, version):
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", version)
+    check = doctor.check_triton()
+    assert not check.ok and check.detail.startswith(f"{version}, older than 3.4")
+    assert check.fix == "pip install 'triton>=3.4'"
+
+
+def test_the_pin_in_pyproject_is_the_minimum_doctor_checks():
+    pin = re.search(r'"triton>=(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text())
+    assert pin and tuple(map(int, pin.groups())) == doctor.MIN_TRITON
 
 
 def test_doctor_exits_1_when_a_required_tool_is_missing(capsys, monkeypatch):
