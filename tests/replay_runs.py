@@ -1,14 +1,19 @@
-"""Runs for the replay and report tests.
+"""Runs shared by tests: the replay and report tests, and the ones that compare a run with one on a single worker.
 
-`tiny_real_run` is a real `avo evolve` under the Triton interpreter (heuristic agent, 2 candidates), built once per
-test process and shared, because it takes tens of seconds. `gpu_shaped_run` is assembled from the run and lineage
+`tiny_real_run` is a real `avo evolve` under the Triton interpreter (heuristic agent, 2 candidates), and
+`untimed_single_worker_run` one with timing off (4 candidates), each built once per test process and shared, because
+they take tens of seconds. `gpu_shaped_run` is assembled from the run and lineage
 APIs with a transcript in the shape the agent loop writes, covering what the tiny run does not: GPU timings, several
 accepted steps, failures with rules, supervisor and context-reset events, token usage and cost.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from lineage_fakes import result, write_candidate
@@ -17,6 +22,7 @@ from avo.cli import main
 from avo.config import RunConfig
 from avo.run.directory import Run
 
+REPO = Path(__file__).resolve().parents[1]
 _BUILT: dict[str, Path] = {}
 FAST_EVAL = "evaluation:\n  warmup_ms: 1\n  rep_ms: 5\n  input_sets: 1\n"
 
@@ -33,6 +39,23 @@ def tiny_real_run(root: Path) -> tuple[Path, str]:
         _BUILT["tiny"] = runs
     runs = _BUILT["tiny"]
     return runs, Run.open("latest", runs).id
+
+
+def untimed_single_worker_run(root: Path) -> Path:
+    """The runs dir of `avo evolve --agent heuristic --max-candidates 4` under the interpreter with timing off
+    (`evaluation.bench_suite: ""`), on one worker: every fitness is 0, so what the agent tries depends only on what it
+    has tried, and a run on two workers or on a Ray cluster must try exactly these candidates."""
+    if "untimed" not in _BUILT:
+        runs, config = Path(root) / "runs", Path(root) / "untimed.json"
+        config.write_text(json.dumps({"evaluation": {"bench_suite": ""}}))
+        env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+        done = subprocess.run([sys.executable, "-m", "avo", "evolve", "--kernel", "gemm", "--device", "interpret",
+                               "--agent", "heuristic", "--runs-dir", str(runs), "--quiet", "--config", str(config),
+                               "--max-candidates", "4"], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        _BUILT["untimed"] = runs
+    return _BUILT["untimed"]
 
 
 def copy_run(runs: Path, run_id: str, dest_runs: Path) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from replay_runs import untimed_single_worker_run
 from worker_procs import evaluation_workers, parent_of
 from avo.run.directory import Run
 
@@ -57,10 +58,10 @@ def lineage_rows(run: Run, tmp: Path) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_two_workers_commit_two_candidates_per_step_and_the_lineage_of_one_worker(tmp_path):
+def test_two_workers_commit_two_candidates_per_step_and_the_lineage_of_one_worker(tmp_path, tmp_path_factory):
     both = start(tmp_path / "two", tmp_path / "two.json", "--workers", "2", "--max-candidates", "4")
     pair = finish(both)
-    single = finish(start(tmp_path / "one", tmp_path / "one.json", "--max-candidates", "4"))
+    single = Run.open("latest", untimed_single_worker_run(tmp_path_factory.mktemp("untimed")))
     two_rows, one_rows = lineage_rows(pair, tmp_path / "co2"), lineage_rows(single, tmp_path / "co1")
     assert len(two_rows) == 4 and all(status == "correct" for _, status, _, _ in two_rows), two_rows
     assert sorted(two_rows) == sorted(one_rows), "two workers tried other points than one"
