@@ -145,6 +145,15 @@ def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     assert "multicasts" in estimate(shape, point, dict(point, CLUSTER_M=2), None).reason
 
 
+def test_a_per_shape_entry_stands_for_its_bucket_only():
+    """cuda_wgmma's few-token entry (BLOCK_N@few) comes first in the file: the whole kernel is still read with the
+    shared 128x256 tile, and a move of the few bucket with its own entry."""
+    knobs = parse_knobs((KERNELS / "gemm/cuda_wgmma/kernel.py").read_text())
+    assert roles(knobs)["bn"] == "BLOCK_N" and roles(knobs)["stages"] == "STAGES"
+    few = [k for k in knobs if k.bucket in (None, "few")]
+    assert roles(few, "few")["bn"] == "BLOCK_N@few" and roles(few, "few")["stages"] == "STAGES@few"
+
+
 def test_an_epilogue_split_frees_shared_memory_for_another_stage():
     text = (KERNELS / "gemm/triton_tma_persistent/kernel.py").read_text()
     knobs = parse_knobs(text)

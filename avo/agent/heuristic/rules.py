@@ -51,10 +51,12 @@ def fixed_roles(source: str, knobs: list[Knob]) -> dict[str, int]:
     return found
 
 
-def roles(knobs: list[Knob]) -> dict[str, str]:
-    """role -> knob name, for the first knob of each role."""
+def roles(knobs: list[Knob], bucket: str | None = None) -> dict[str, str]:
+    """role -> knob name, for the first knob of each role: a bucket's own entries before the shared knobs when the
+    bucket is named, else the shared knobs before any bucket's (a per-shape table's entry never stands for the
+    whole kernel)."""
     found: dict[str, str] = {}
-    for knob in knobs:
+    for knob in sorted(knobs, key=lambda k: k.bucket != bucket if bucket else k.bucket is not None):
         role = role_of(knob.name)
         if role and role not in found:
             found[role] = knob.name

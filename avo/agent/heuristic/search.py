@@ -166,7 +166,7 @@ class Search:
         if len(buckets) != 1:
             return self.shape
         (bucket,) = buckets
-        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)]))
+        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket))
 
     def _splits(self) -> list[Move]:
         moves = []

@@ -18,9 +18,12 @@ from avo.cuda import load_module, tensor_map
 #    tensor-core time on rows of zeros, and such a GEMM is bound by reading B (the weights) once. 64 x 128 with six
 #    stages read it fastest (0.95-1.03x cuBLAS unsplit, against 0.71-0.86x for 64 x 256 with four), even where it
 #    left half the SMs idle.
+#    Its entries are tuned from the few-token cases alone (bucket=few; bucket() below says which cases those are).
 FEW_ROWS = 64  # avo: tune 0 64
-FEW_BLOCK_N = 128  # avo: tune 128 256
-FEW_STAGES = 6  # avo: tune 3 4 5 6
+FEW = dict(
+    BLOCK_N=128,  # avo: tune 128 256 bucket=few
+    STAGES=6,  # avo: tune 3 4 5 6 bucket=few
+)
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
 #    more A per product). A 256-wide tile filling 61% of its one wave lost to a 192-wide filling 82% (0.78 vs
@@ -62,7 +65,7 @@ class _Build:
         })
 
 
-_FEW = _Build(64, FEW_BLOCK_N, FEW_STAGES, 1, 1)
+_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
 # Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept).
 _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N]
 _LARGE = {n: _Build(BLOCK_M, n, STAGES + (n == 128 < BLOCK_N), CONSUMERS, CLUSTER_M) for n in _WIDTHS}
@@ -96,9 +99,14 @@ def _workspace(device, partial_floats: int, counters: int):
     return held
 
 
+def bucket(M, N, K):
+    """The entry a shape takes: the few-token tile, or the 128-row one (avo's heuristic reads this rule too)."""
+    return "few" if M <= FEW_ROWS else "large"
+
+
 def plan(M: int, N: int, K: int, sms: int) -> tuple[_Build, int, int]:
     """(configuration, work units, K splits) for one shape: the three rules above, in order."""
-    if M <= FEW_ROWS:
+    if bucket(M, N, K) == "few":
         build = _FEW
     else:
         def rate(build: _Build) -> float:  # the fill of its waves, less its padding past N, at its throughput
