@@ -73,7 +73,7 @@ class EvalConfig(_Strict):
     tokens, long K; attention and gemm)."""
     check_suite: str = "check"
     sandbox: Literal["auto", "on", "off"] = "auto"
-    """Run each evaluation worker and the shell tool inside the OS sandbox (bubblewrap; avo/util/sandbox.py): `on`
+    """Run each evaluation worker and the shell tool inside the OS sandbox (bubblewrap; avo/evaluate/sandbox.py): `on`
     refuses to run without it, `off` runs them unconfined (`--no-sandbox`), `auto` sandboxes where bwrap works. A
     run with an LLM agent refuses to start without a sandbox unless it is `off`; a run records what it ran with."""
     workload: Workload | None = None

@@ -74,7 +74,7 @@ nvrtc = _requirement("nvrtc", _nvrtc_missing())
 
 
 def _bwrap_missing() -> str | None:
-    from avo.util import sandbox
+    from avo.evaluate import sandbox
 
     why = sandbox.why_unavailable()
     return None if why is None else f"no sandbox: {why} ({sandbox.INSTALL})"

@@ -24,10 +24,10 @@ from avo.agent.seed import baseline, check_seed_for_agent, seed_failure, seed_fo
 from avo.agent.tools.base import LoopState, ToolContext, collect
 from avo.config import RunConfig, flatten, resumable
 from avo.errors import UserError
+from avo.evaluate import sandbox
 from avo.gpus import resolve
 from avo.run.directory import Run
 from avo.seed_target import check_seed_for_gpu, machine_default_seed
-from avo.util import sandbox
 
 if TYPE_CHECKING:
     from avo.agent.models.base import Model

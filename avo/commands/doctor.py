@@ -49,8 +49,8 @@ def run_checks() -> list[Check]:
 
 
 def check_sandbox() -> Check:
-    """bubblewrap, which every evaluation and the shell tool run in (avo/util/sandbox.py)."""
-    from avo.util import sandbox
+    """bubblewrap, which every evaluation and the shell tool run in (avo/evaluate/sandbox.py)."""
+    from avo.evaluate import sandbox
 
     why = sandbox.why_unavailable()
     if why is not None:

@@ -1,7 +1,11 @@
 """Is a candidate correct, and how fast: scored in an isolated child process.
 
-- `harness.py`: the parent side: spawns the worker with a scrubbed environment, applies the stage limits, kills its
-  process group when one is exceeded, reads its signed verdict.
+- `harness.py`: the parent side: spawns the worker with a scrubbed environment inside the OS sandbox, applies the
+  stage limits, kills its process group when one is exceeded, reads its signed verdict from the result pipe.
+- `worker_process.py`: one worker process, started ahead of its candidate; its box, result channel and token.
+- `sandbox.py`: the bubblewrap sandbox evaluation workers and the shell tool run in (PID namespace, no network,
+  read-only system, home and runs folders masked).
+- `plausible.py`: the parent's own check of a GPU result against the GPU's peak FLOP rate and HBM bandwidth.
 - `result.py`: EvalResult and CaseResult, stored as `evals/<cid>.json`.
 - `worker/`: the child side: candidate loader, check and bench stages, timing.
 - `guards/`: the reward-hacking checks, static and at run time, with their rules.

@@ -2,7 +2,7 @@
 
 The worker runs as `python -m avo.evaluate.worker` in a new session (its own process group) that dies with avo
 (avo.util.procs), from an empty folder, with API keys, tokens and other secrets removed from its environment (the
-policy is avo.util.secrets), inside the OS sandbox where EvalConfig.sandbox asks for it (avo.util.sandbox: its own
+policy is avo.util.secrets), inside the OS sandbox where EvalConfig.sandbox asks for it (avo.evaluate.sandbox: its own
 PID namespace, no network, writes to its own box only; the runs folder, the home folder and /root masked). Stage
 limits come from EvalConfig: import (import and first launch, i.e. compile), check and bench; the whole group is
 SIGKILLed when one is exceeded. A child that dies without a result is a crash, reported with its signal and the tail
@@ -20,8 +20,9 @@ import threading
 import time
 from pathlib import Path
 
-from avo.util import procs, sandbox
+from avo.util import procs
 from avo.config import EvalConfig
+from avo.evaluate import sandbox
 from avo.evaluate.plausible import impossible
 from avo.evaluate import interpreter
 from avo.evaluate.result import EvalResult

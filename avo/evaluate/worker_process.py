@@ -1,7 +1,7 @@
 """One evaluation worker process, started (and set up for its task) before the candidate it will score arrives.
 
 The process is `python -m avo.evaluate.worker` with a scrubbed environment, in its own session, dying with avo, and,
-where `wrap` is given, inside the OS sandbox (avo.util.sandbox), where it can write to its own box only: a temp
+where `wrap` is given, inside the OS sandbox (avo.evaluate.sandbox), where it can write to its own box only: a temp
 folder holding its working directory, TMPDIR, progress file, private Triton/CuPy/Inductor caches, and `cand/`,
 into which the candidates are copied when they are handed to it (the worker starts before they are known, and no
 candidate ever writes to the folder the lineage commits). It is told its set-up on stdin at once and imports torch
@@ -61,7 +61,7 @@ class WorkerProcess:
         ready_read, ready_write = os.pipe()
         result_read, result_write = os.pipe()
         self._ready = os.fdopen(ready_read, "r")
-        self._result_fd, self._channel, self._token_sent = result_read, bytearray(), False
+        self._result_fd, self._channel, self._token_sent, self._closed = result_read, bytearray(), False, False
         os.set_blocking(result_read, False)
         self._out, self._err = open(self.path / "stdout", "wb"), open(self.path / "stderr", "wb")
         cmd = [sys.executable, "-m", "avo.evaluate.worker", "--ready-fd", str(ready_write),
@@ -106,7 +106,8 @@ class WorkerProcess:
     def poll_channel(self, timeout_s: float = 0.0) -> None:
         """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first
         line, if that is `ready`, send it the token."""
-        if self._result_fd < 0:
+        if self._result_fd < 0 or self._closed:  # nothing more can come: only wait (no select spinning on EOF)
+            time.sleep(timeout_s)
             return
         readable, _, _ = select.select([self._result_fd], [], [], timeout_s)
         while readable:
@@ -115,6 +116,7 @@ class WorkerProcess:
             except (BlockingIOError, OSError):
                 break
             if not chunk:
+                self._closed = True
                 break
             self._channel += chunk
         if not self._token_sent and b"\n" in self._channel:
@@ -125,7 +127,8 @@ class WorkerProcess:
     def channel_results(self) -> list[dict] | str | None:
         """The results the worker sent (read once the process is gone), `None` if it sent none (it died), or why
         what came is a forgery: a first message other than `ready`, more than one result, a wrong token."""
-        self.poll_channel()
+        if not self._closed:
+            self.poll_channel()
         messages = [line for line in bytes(self._channel).split(b"\n") if line.strip()]
         if not messages:
             return None

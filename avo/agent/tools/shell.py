@@ -1,6 +1,6 @@
 """The `shell` tool, offered only with `--allow-shell`: a command run in the workspace, its group killed at the
 timeout, with an environment of a few allowed variables (no API keys), inside the OS sandbox unless the run has it
-off (avo.util.sandbox): its own PID namespace, so nothing it starts outlives the call and avo's processes (and
+off (avo.evaluate.sandbox): its own PID namespace, so nothing it starts outlives the call and avo's processes (and
 their environments) are out of its sight; no network; writes to the workspace and a private /tmp only."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.evaluate import interpreter
-from avo.util import procs, sandbox
+from avo.evaluate import sandbox
+from avo.util import procs
 from avo.util.secrets import allowed
 
 MAX_OUTPUT_CHARS = 12_000

@@ -15,7 +15,7 @@ from avo.errors import UserError
 from avo.evaluate.plausible import impossible
 from avo.evaluate.result import CaseResult, EvalResult
 from avo.gpus import PROFILES
-from avo.util import sandbox
+from avo.evaluate import sandbox
 import needs
 
 

@@ -100,9 +100,7 @@ def hidden_roots(hide: Sequence[Path] = ()) -> list[Path]:
 def _needed() -> list[Path]:
     """What a Python worker reads that may lie under a hidden folder: the interpreter and its packages, avo's
     source, and avo's cache (KernelBench measurements; read-only, so no candidate can plant one)."""
-    import avo
-
-    paths = [sys.prefix, sys.base_prefix, Path(avo.__file__).parents[1], cache_root(), *sys.path]
+    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *sys.path]
     return [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
 
 
