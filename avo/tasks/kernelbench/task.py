@@ -5,8 +5,8 @@ Options after the path (`problem.py?baseline=compile&dtype=bfloat16`): see spec.
 candidate is still scored against the whole Model.
 
 Fixes to the format's known holes: correctness is a relative norm (all zeros never pass); the check suite draws
-several input sets and, where the file's size constants allow, a second size; the reference never runs on the
-candidate's input tensors; Model's parameters are copied into ModelNew by name.
+several input sets and, where the file's size constants allow, a second size, a small one and every knob at 1; the
+reference never runs on the candidate's input tensors; Model's parameters are copied into ModelNew by name.
 """
 
 from __future__ import annotations
