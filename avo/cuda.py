@@ -34,27 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avo.cuda_source import HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers, trim_log
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
-__all__ = ["Build", "CudaCompileError", "CudaModule", "TensorMap", "declared_builds", "load_module", "prepare",
-           "target_arch", "tensor_map"]
+__all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "TensorMap", "check_includes",
+           "declared_builds", "load_module", "prepare", "target_arch", "tensor_map", "trim_log"]
 
-LOG_LIMIT = 4000
-"""Characters of a compiler log kept for the agent (the first errors matter; the rest are usually consequences)."""
 BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
-HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".hxx", ".inc")
 _DEFAULT_SMEM_LIMIT = 48 * 1024
-_INCLUDE = re.compile(r"^\s*#\s*include\b(.*)$", re.M)
 _NAME = re.compile(r"[A-Za-z_]\w*$")
 _FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include", "-isystem", "--dependency", "-M")
-
-
-class CudaCompileError(Exception):
-    """A source did not compile (or may not be compiled); `message` is what the agent reads."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 class CupyUnavailable(ImportError):
@@ -124,40 +113,6 @@ def define_flags(defines: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def check_includes(folder: Path) -> None:
-    """CudaCompileError unless every #include in the folder's C/CUDA files names a file inside the folder or a
-    system header, by a plain relative name."""
-    for path in sorted(folder.rglob("*")):
-        if path.suffix in (".cu", *HEADER_SUFFIXES) and "__pycache__" not in path.parts:
-            _check_file_includes(path, folder)
-
-
-def _check_file_includes(path: Path, folder: Path) -> None:
-    text = path.read_text(errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _INCLUDE.match(line)
-        if not match:
-            continue
-        target = match.group(1).split("//")[0].strip()
-        quoted = re.fullmatch(r'"([^"]+)"|<([^>]+)>', target)
-        name = (quoted.group(1) or quoted.group(2)) if quoted else None
-        local = (path.parent / name) if name else None
-        if name is None or name.startswith(("/", "~")) or ".." in Path(name).parts or (
-                local.exists() and not local.resolve().is_relative_to(folder)):  # a link out of the folder
-            raise CudaCompileError(f"{path.relative_to(folder)}:{number}: {line.strip()}: an include must name a "
-                                   "header in the candidate's folder or a system header by a plain relative name")
-
-
-def trim_log(text: str, folder: Path, limit: int = LOG_LIMIT) -> str:
-    """The log with the candidate's folder dropped from paths, cut after `limit` characters at a line end."""
-    text = text.replace(str(folder) + "/", "").strip()
-    if len(text) <= limit:
-        return text
-    head = text[:limit].rsplit("\n", 1)[0]
-    rest = text[len(head):].count("\n")
-    return f"{head}\n... ({rest} more lines)"
-
-
 def load_module(source: str, *, defines: dict[str, Any] | None = None, options: tuple[str, ...] = (),
                 name_expressions: tuple[str, ...] = ()) -> CudaModule:
     """A lazily compiled module of `source`, a .cu file named relative to the calling file's folder.
@@ -207,7 +162,7 @@ class CudaModule:
         options for `arch`, and the NVRTC version."""
         nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
         digest = hashlib.sha256()
-        for part in (self.build.source.read_text(), *_headers(self.build.folder), *self.options(arch),
+        for part in (self.build.source.read_text(), *headers(self.build.folder), *self.options(arch),
                      *self.name_expressions, str(nvrtc.getVersion())):
             digest.update(part.encode() + b"\0")
         return digest.hexdigest()
@@ -362,11 +317,6 @@ def cuda_include_dir() -> str | None:
         return find_nvidia_header_directory("cudart")
     except Exception:
         return None
-
-
-def _headers(folder: Path) -> list[str]:
-    """Contents of the folder's headers, so an edited header misses the cache like an edited source."""
-    return [p.read_text(errors="replace") for p in sorted(folder.rglob("*")) if p.suffix in HEADER_SUFFIXES]
 
 
 def _device_of(args: tuple) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
+from avo.tasks.cases import attention_case as _case
 from avo.tasks.workload import Workload, with_workload
 
 TOKENS = 32768
@@ -38,17 +39,6 @@ LARGE_MAGNITUDE = 6.0
 
 # Float32 elements per chunk of scores in the reference (1 GiB): the bench shapes never materialize S x S.
 REFERENCE_CHUNK_ELEMENTS = 1 << 28
-
-
-def _case(b: int, hq: int, hkv: int, s: int, d: int, causal: bool, dtype: str = "bfloat16",
-          magnitude: float = 1.0) -> Case:
-    name = f"b{b}_h{hq}-{hkv}_s{s}_d{d}" + ("_causal" if causal else "")
-    if dtype != "bfloat16":
-        name += "_fp16" if dtype == "float16" else f"_{dtype}"
-    if magnitude != 1.0:
-        name += f"_x{magnitude:g}"
-    params = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "causal": causal, "magnitude": magnitude}
-    return Case(name=name, params=params, dtype=dtype)
 
 
 def attention_reference(q, k, v, causal: bool, sm_scale: float, *, chunk_elements: int = REFERENCE_CHUNK_ELEMENTS):

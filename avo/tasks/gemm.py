@@ -11,6 +11,7 @@ from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
+from avo.tasks.cases import gemm_case as _case
 from avo.tasks.workload import Workload, with_workload
 
 # Relative-norm bounds, measured on CPU (float64 reference) over M, N, K from 1 to 8192 (odd, tall, skinny):
@@ -23,11 +24,6 @@ TOLERANCE = {"bfloat16": 0.01, "float16": 0.002}
 WIDE_TOKENS = (64, 256, 1024, 4096, 16384)
 # N x K of a 70B-class model's linear layers: qkv (64 + 2 * 8 heads of 128), o, gate and up (fused), down.
 WIDE_LAYERS = ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))
-
-
-def _case(m: int, n: int, k: int, dtype: str = "bfloat16") -> Case:
-    name = f"{m}x{n}x{k}" + ("_fp16" if dtype == "float16" else "")
-    return Case(name=name, params={"M": m, "N": n, "K": k}, dtype=dtype)
 
 
 class GemmTask:

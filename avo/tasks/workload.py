@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from avo.errors import UserError
 from avo.tasks.base import Case
+from avo.tasks.cases import attention_case, gemm_case
 
 TASKS = ("attention", "gemm")
 KEYS = {"attention": ("B", "Hq", "Hkv", "S", "D", "causal"), "gemm": ("M", "N", "K")}
@@ -121,15 +122,13 @@ def check_cases(workload: Workload | None) -> list[Case]:
     (gemm: its N and K, M odd), one per distinct combination."""
     if workload is None:
         return []
-    from avo.tasks import attention, gemm
-
     seen: dict[str, Case] = {}
     for case in workload.bench_cases():
         p = case.params
         if workload.task == "attention":
-            made = attention._case(1, p["Hq"], p["Hkv"], CHECK_SEQLEN, p["D"], p["causal"], case.dtype)
+            made = attention_case(1, p["Hq"], p["Hkv"], CHECK_SEQLEN, p["D"], p["causal"], case.dtype)
         else:
-            made = gemm._case(CHECK_ROWS, p["N"], p["K"], case.dtype)
+            made = gemm_case(CHECK_ROWS, p["N"], p["K"], case.dtype)
         seen.setdefault(made.name, made)
     return list(seen.values())
 
@@ -293,11 +292,9 @@ def _case_of(task: str, items: dict[str, Any], where: str) -> WorkloadCase:
 
 
 def _task_case(task: str, p: dict, dtype: str) -> Case:
-    from avo.tasks import attention, gemm
-
     if task == "attention":
-        return attention._case(p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], bool(p["causal"]), dtype)
-    return gemm._case(p["M"], p["N"], p["K"], dtype)
+        return attention_case(p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], bool(p["causal"]), dtype)
+    return gemm_case(p["M"], p["N"], p["K"], dtype)
 
 
 def _keys(task: str) -> str:
