@@ -30,6 +30,7 @@ from avo.package.coverage import case_shapes, covered
 from avo.package.manifest import manifest_for, requirements
 from avo.package.vendor import imports_of, rewrite, vendor_cuda
 from avo.run.directory import Run
+from avo.tasks.workload import recorded
 
 HERE = Path(__file__).resolve().parent
 RUNTIME = {"init.py": "__init__.py", "guard.py": "_guard.py", "loader.py": "_loader.py", "patch.py": "_patch.py"}
@@ -69,7 +70,8 @@ def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmea
         raise UserError(f"--out {out} exists and is not empty: name a new folder")
     chosen = choose(run, rev, allow_unmeasured=allow_unmeasured)
     name = package_name(name, chosen.task, run.id)
-    shapes, unread = case_shapes(tasks.load(chosen.task), chosen.result)
+    task = tasks.load(chosen.task, recorded(run.info().get("config")))  # a workload's cases known by name
+    shapes, unread = case_shapes(task, chosen.result)
     measured_on = chosen.result.versions.get("gpu_device", "") if chosen.result.timing_source == "gpu" else ""
     guard = covered(chosen.task, shapes, measured_on)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"

@@ -2,8 +2,8 @@
 values) its evaluation's cases covered, the dtypes, and the GPU it ran on. An input outside any of these goes to
 the library.
 
-A case's shape comes from the task's own suites by name; a case no suite holds (a workload's) is read from its name,
-which the task builds from its shape.
+A case's shape comes from the task's suites (the run's workload among them) by name; a case no suite holds is read
+from its name, which the task builds from its shape (a dtype or magnitude suffix after it).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ RANGES = {"attention": ("B", "Hq", "Hkv", "S", "group"), "gemm": ("M", "N", "K")
 VALUES = {"attention": ("D", "causal"), "gemm": ()}
 """Dimensions covered only at the values seen: a head dim is a different kernel specialization, not a size."""
 _NAMES = {
-    "attention": re.compile(r"b(?P<B>\d+)_h(?P<Hq>\d+)-(?P<Hkv>\d+)_s(?P<S>\d+)_d(?P<D>\d+)(?P<causal>_causal)?\b"),
-    "gemm": re.compile(r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)\b"),
+    "attention": re.compile(r"b(?P<B>\d+)_h(?P<Hq>\d+)-(?P<Hkv>\d+)_s(?P<S>\d+)_d(?P<D>\d+)(?P<causal>_causal)?"
+                            r"(?=_|$)"),
+    "gemm": re.compile(r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?=_|$)"),
 }
 
 

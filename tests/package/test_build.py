@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from package_runs import (ATTENTION_TRITON, GEMM_CUDA, KERNELBENCH, example_run)
+from package_runs import ATTENTION_TRITON, EXAMPLES, GEMM_CUDA, KERNELBENCH, example_run
 
 from avo.cli import main
-from avo.package.coverage import case_shapes
+from avo.package.coverage import _from_name, case_shapes
 from avo.package.vendor import imports_of
 from avo.run.directory import Run
 from avo.tasks import load
+from avo.tasks.workload import from_model
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,34 @@ def test_a_case_no_suite_holds_is_read_from_its_name(runs):
     assert {"B": 3, "Hq": 12, "Hkv": 4, "S": 777, "D": 64, "causal": True, "dtype": "bfloat16"} in shapes
     assert unread == ["not a shape"]
     run.close()
+
+
+def test_a_workload_run_guards_the_workload_cases_it_timed(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    run = Run.open(example_run(runs, GEMM_CUDA), runs)
+    workload = from_model("gemm", EXAMPLES.parent.parent / "examples" / "models" / "llama-3-8b.json", "48")
+    config = run.info()["config"]
+    config["evaluation"]["workload"] = workload.model_dump()
+    run._update(config=config)
+    best = run.lineage.best
+    result = run.load_eval(best)
+    bench = [c for c in result.cases if c.speedup is not None][-len(workload.cases):]
+    for case, named in zip(bench, workload.cases):  # timed at the workload's cases, as its run would have been
+        case.case, case.dtype = named.name, named.dtype
+    run.save_eval(best, result)
+    run.close()
+    code, _ = _package(runs, tmp_path / "pkg", run.id, "--name", "llama_gemm")
+    assert code == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "pkg" / "llama_gemm" / "MANIFEST.json").read_text())
+    assert manifest["cases_not_guarded"] == []
+    assert manifest["guard"]["ranges"]["N"] == [1, 28672] and manifest["guard"]["ranges"]["K"][1] == 14336
+
+
+def test_a_case_named_with_its_dtype_is_read_from_its_name():
+    assert _from_name("attention", "b1_h4-2_s9_d64_causal_fp16") == {"B": 1, "Hq": 4, "Hkv": 2, "S": 9, "D": 64,
+                                                                     "causal": True}
+    assert _from_name("gemm", "77x128x64_fp16") == {"M": 77, "N": 128, "K": 64}
+    assert _from_name("gemm", "77x128x64000") == {"M": 77, "N": 128, "K": 64000}
 
 
 def _refused(capsys, code: int) -> str:
