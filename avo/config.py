@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from avo.errors import UserError
+from avo.errors import UserError, read_user_file
 from avo.tasks.workload import Workload
 
 Device = Literal["cuda", "interpret"]
@@ -152,14 +152,9 @@ class RunConfig(_Strict):
         """YAML file (if any), then the overrides whose value is not None. Overrides use dotted keys: `budget.hours`."""
         data: dict[str, Any] = {}
         if path is not None:
+            text = read_user_file(path, "config file", f"--config {path} is a folder: give a YAML file")
             try:
-                data = yaml.safe_load(Path(path).read_text()) or {}
-            except FileNotFoundError:
-                raise UserError(f"config file not found: {path}") from None
-            except IsADirectoryError:
-                raise UserError(f"--config {path} is a folder: give a YAML file") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise UserError(f"cannot read config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+                data = yaml.safe_load(text) or {}
             except yaml.YAMLError as exc:
                 raise UserError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
             if not isinstance(data, dict):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from avo.errors import UserError
+from avo.errors import UserError, read_user_file
 from avo.tasks.base import Case
 from avo.tasks.cases import attention_case, gemm_case
 
@@ -145,14 +145,9 @@ def from_file(task: str, path: str | Path) -> Workload:
     _known_task(task, "--workload")
     path = Path(path)
     where = f"--workload {path}"
+    text = read_user_file(path, "workload file", f"{where} is a folder: give a YAML file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"workload file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"{where} is a folder: give a YAML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read workload file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UserError(f"workload file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -344,14 +339,9 @@ def _tokens(tokens: str | None) -> list[int]:
 
 
 def _read_config(path: Path) -> dict:
+    text = read_user_file(path, "model config", f"--model {path} is a folder: give its config.json")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"model config not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"--model {path} is a folder: give its config.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read model config {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"model config {path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
     if not isinstance(data, dict):
