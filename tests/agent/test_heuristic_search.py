@@ -337,7 +337,7 @@ def test_a_change_measured_to_lose_waits_until_nothing_else_promises_a_gain():
 
 def test_change_losses_records_what_a_set_of_changes_cost_against_its_incumbent():
     from avo.agent.heuristic.history import Outcome
-    from avo.agent.heuristic.search import change_losses
+    from avo.agent.heuristic.measured import change_losses
 
     base, better = {"A": 1, "B": 1}, {"A": 1, "B": 2}
     outcomes = [Outcome("c0000", base, "correct", 1.0, True),

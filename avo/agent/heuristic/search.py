@@ -21,7 +21,6 @@ from typing import Callable
 
 from avo.agent.heuristic import blackwell
 from avo.agent.heuristic.knobs import Knob, Point, Value, bucket_of, point_key
-from avo.agent.heuristic.measured import change_losses, winning_parts  # noqa: F401  (the search's inputs)
 from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes
 from avo.agent.heuristic.speed import Estimate, estimate
 

@@ -15,7 +15,8 @@ from avo.agent.heuristic.facts import facts_from
 from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
 from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
 from avo.agent.heuristic.rules import DEFAULT_SMEM_PER_BLOCK, Shape, fixed_roles, roles
-from avo.agent.heuristic.search import Search, Trial, change_losses, winning_parts
+from avo.agent.heuristic.measured import change_losses, winning_parts
+from avo.agent.heuristic.search import Search, Trial
 from avo.agent.models.base import Message, ToolCall, ToolSpec, Turn
 from avo.agent.stops import ModelExhausted
 from avo.util.format import headline

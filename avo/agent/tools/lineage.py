@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
-from avo.agent.tools.workspace import SKIP_DIRS
+from avo.agent.tools.workspace import skipped
 from avo.util import procs, safe_files
 
 MAX_OUTPUT_CHARS = 12_000
@@ -64,7 +64,7 @@ def workspace_diff(ctx: ToolContext, cid: str) -> str:
 def snapshot(root: Path) -> dict[str, str]:
     """The text of a folder's files by path, read as regular files only (a FIFO there must not block the diff)."""
     try:
-        found = safe_files.regular_files(root, lambda rel, is_dir: is_dir and rel.rsplit("/", 1)[-1] in SKIP_DIRS)
+        found = safe_files.regular_files(root, skipped)
         return {rel: safe_files.read_bytes(root, rel).decode(errors="replace") for rel, _ in found
                 if rel.rsplit("/", 1)[-1] != "avo.json"}
     except safe_files.UnsafeFile as exc:

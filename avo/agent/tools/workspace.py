@@ -40,6 +40,11 @@ def confined(ctx: ToolContext, path: str) -> str:
     return rel
 
 
+def skipped(rel: str, is_dir: bool) -> bool:
+    """The folders the file tools never look into (caches, git), as a safe_files skip rule."""
+    return is_dir and rel.rsplit("/", 1)[-1] in SKIP_DIRS
+
+
 @contextmanager
 def refusing(path: str) -> Iterator[None]:
     """A file's errors as messages for the model."""
@@ -122,7 +127,7 @@ def list_files(ctx: ToolContext, args: ListFilesArgs):
     if root.is_symlink() or not root.is_dir():
         raise ToolError(f"no directory '{args.path}' in the workspace")
     prefix = "" if rel == "." else rel + "/"
-    found, refused = safe_files.scan(root, lambda name, is_dir: is_dir and name.rsplit("/", 1)[-1] in SKIP_DIRS)
+    found, refused = safe_files.scan(root, skipped)
     files = [{"path": prefix + name, "bytes": st.st_size} for name, st in found]
     refusals = [{"path": prefix + r.rel, "refused": r.what} for r in refused]
     lines = [f"{f['path']}  ({f['bytes']} bytes)" for f in files]
