@@ -22,20 +22,20 @@ class CaseResult(BaseModel):
     dtype: str = "bfloat16"
     correct: bool | None = None
     rel_err: float | None = None
-    tolerance: float | None = None
-    ms: float | None = None
     library_rel_err: float | None = None
     """The library's own relative error on the same inputs (float32 cases; worker/precision.py)."""
+    tolerance: float | None = None
+    ms: float | None = None
     library_ms: float | None = None
     tflops: float | None = None
     library_tflops: float | None = None
     speedup: float | None = None
     """Library time / candidate time (> 1 means faster than the library)."""
-    spread: float | None = None
-    library_spread: float | None = None
     library_precision: str | None = None
     """How the library was timed on a float32 case: 'fp32' (as configured) or 'tf32' (TF32 allowed, for a candidate
     whose float32 error is past fp32's: worker/precision.py); None where not timed or not float32."""
+    spread: float | None = None
+    library_spread: float | None = None
     ms_error: float | None = None
     """Relative standard error of `ms`: the spread of its per-round medians over √rounds (GPU timing)."""
     library_ms_error: float | None = None
@@ -77,12 +77,12 @@ class EvalResult(BaseModel):
     ops: str = "strict"
     """The policy on library ops it was scored under: 'strict' (every compute op its own) or 'partial' (torch ops
     allowed for the parts it does not replace; KernelBench tasks, `ops=partial`)."""
-    versions: dict[str, str] = Field(default_factory=dict)
-    seed: int | None = None
     library_precision: str = ""
     """'tf32' where any case's speedup is against the library with TF32 allowed (the candidate's float32 error is past
     fp32's), 'fp32' where every float32 case's is against the library as configured; '' without timed float32
     cases."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    seed: int | None = None
     notes: list[str] = Field(default_factory=list)
     """How it was scored, where that differs from the configuration (e.g. an input rotation reduced to fit memory)."""
     wall_s: float = 0.0
