@@ -1,11 +1,13 @@
 """Several `evaluate` calls in one model response, on a pool of two workers: scored at once, filed in call order.
 
 The real session, loop, tools, lineage and pool (evaluate/pool.py); only the slots are fakes that score instantly after
-a delay the kernel asks for (`DELAY = 0.8`), so the order in which they finish can be chosen."""
+a delay the kernel asks for (`DELAY = 0.8`), or once another candidate has been scored (`AFTER = 2.0`, its SPEED), so
+the order in which they finish can be chosen."""
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -19,11 +21,12 @@ from avo.run.directory import Run
 
 
 class FakeSlot(FakeEvaluator):
-    """A worker of the pool: sleeps as long as its kernel's DELAY says, then scores like FakeEvaluator."""
+    """A worker of the pool: sleeps as long as its kernel's DELAY says, or waits (a minute at most) for the candidate
+    its AFTER names to be scored on another slot, then scores like FakeEvaluator."""
 
-    def __init__(self, label: str, log: list):
+    def __init__(self, label: str, log: list, scored: threading.Condition):
         super().__init__()
-        self.worker, self.log = label, log
+        self.worker, self.log, self.scored = label, log, scored
 
     def warm(self) -> None:
         pass
@@ -33,10 +36,17 @@ class FakeSlot(FakeEvaluator):
 
     def _score(self, folder: Path, confirming: bool = False):
         source = (folder / "kernel.py").read_text()
-        found = re.search(r"^DELAY = ([0-9.]+)", source, re.M)
-        time.sleep(float(found.group(1)) if found else 0.05)
+        after = re.search(r"^AFTER = ([0-9.]+)", source, re.M)
+        if after:
+            with self.scored:
+                self.scored.wait_for(lambda: any(entry[3] == after.group(1) for entry in self.log), timeout=60)
+        else:
+            found = re.search(r"^DELAY = ([0-9.]+)", source, re.M)
+            time.sleep(float(found.group(1)) if found else 0.05)
         speed = re.search(r"^SPEED = ([0-9.]+)", source, re.M).group(1)
-        self.log.append((time.monotonic(), self.worker, "confirm" if confirming else "evaluate", speed))
+        with self.scored:
+            self.log.append((time.monotonic(), self.worker, "confirm" if confirming else "evaluate", speed))
+            self.scored.notify_all()
         result = super()._score(folder, confirming)
         result.worker = self.worker
         return result
@@ -45,14 +55,16 @@ class FakeSlot(FakeEvaluator):
 @pytest.fixture
 def pool(tmp_path, monkeypatch):
     log: list = []
-    made = EvalPool([FakeSlot("cpu 0", log), FakeSlot("cpu 1", log)])
+    scored = threading.Condition()
+    made = EvalPool([FakeSlot("cpu 0", log, scored), FakeSlot("cpu 1", log, scored)])
     made.log = log
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key-000000")
     return made
 
 
-def kernel(speed: float, delay: float = 0.05) -> str:
-    return SEED_SOURCE.replace("SPEED = 1.0", f"SPEED = {speed}") + f"DELAY = {delay}\n"
+def kernel(speed: float, delay: float = 0.05, after: float | None = None) -> str:
+    wait = f"AFTER = {after}\n" if after is not None else f"DELAY = {delay}\n"
+    return SEED_SOURCE.replace("SPEED = 1.0", f"SPEED = {speed}") + wait
 
 
 def evolve(tmp_path, pool, script, max_candidates: int) -> tuple[int, Run, Loopback]:
@@ -84,8 +96,9 @@ def text_of(block: dict) -> str:
 
 
 def test_two_evaluations_run_at_once_and_are_filed_in_call_order(tmp_path, pool):
-    """The first is the slower: it finishes last and is still committed first, with the second as its child."""
-    script = [anthropic_turn(write(kernel(1.5, delay=1.2)), evaluate("slow one"), write(kernel(2.0, delay=0.2)),
+    """The first finishes only once the second has been scored (had they not run at once, it would wait out its
+    minute first): it is still committed first, with the second as its child."""
+    script = [anthropic_turn(write(kernel(1.5, after=2.0)), evaluate("slow one"), write(kernel(2.0)),
                              evaluate("quick one")), anthropic_turn(text="done")]
     code, run, _ = evolve(tmp_path, pool, script, 2)
     assert code == 0
