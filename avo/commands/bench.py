@@ -53,47 +53,53 @@ def register(app: typer.Typer) -> None:
                                          "per case (default 1)."),
     ) -> None:
         """Check and time a candidate against the task's reference and library, in an isolated process."""
-        from avo.config import EvalConfig
-        from avo.evaluate.harness import Evaluator
-        from avo.tasks.kernelbench.spec import BASELINES, with_options
-        from avo.tasks.workload import from_flags
+        bench_command(candidate, kernel, candidates, suite, gpu, device, as_json, seed, ops, baseline,
+                      dict(shapes=shapes, workload=workload, model=model, tokens=tokens, batch=batch))
 
-        if Path(kernel).is_dir():
-            from avo.commands.bench_folder import bench_folder
 
-            if candidate is not None:
-                raise UserError(f"--kernel {kernel} is a folder of problems: give their solutions with --candidates "
-                                "SOLUTIONS instead of one candidate folder")
-            if candidates is None:
-                raise UserError(f"--kernel {kernel} is a folder of problems: give --candidates SOLUTIONS, the folder "
-                                "holding <problem stem>/kernel.py for each")
-            if baseline is not None and baseline not in BASELINES:
-                raise UserError(f"unknown baseline '{baseline}': use eager or compile")
-            validate_choices(suite, device)
-            raise typer.Exit(bench_folder(Path(kernel), Path(candidates), suite_plan=SUITE_PLAN[suite], suite=suite,
-                                          gpu=gpu, device=device, ops=ops, compile_too=baseline == "compile",
-                                          seed=seed, as_json=as_json))
-        if candidates is not None:
-            raise UserError("--candidates goes with --kernel DIR, a folder of problem files")
-        if candidate is None:
-            raise UserError("give the candidate folder to score (or --kernel DIR --candidates SOLUTIONS)")
-        kernel = with_options(kernel, ops=ops, baseline=baseline)
-        users = from_flags(kernel.partition("?")[0], shapes=shapes, workload=workload, model=model, tokens=tokens,
-                           batch=batch)
-        if users is not None and suite not in ("bench", "check"):
-            raise UserError(f"a workload replaces the timed suite: use --suite bench (or check), not {suite}")
-        folder, task, profile = validate(candidate, kernel, suite, gpu, device)
-        check_suite, bench_suite = SUITE_PLAN[suite]
-        config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite, workload=users)
-        result = Evaluator(kernel, device=device, gpu=profile, config=config).evaluate(folder)
-        if as_json:
-            payload = {"candidate": str(folder), "task": task.name, "suite": suite,
-                       "workload": users.model_dump(mode="json") if users else None, **result.model_dump(mode="json")}
-            typer.echo(json.dumps(payload, indent=2))
-        else:
-            render(result, folder, task.name, f"{suite}, workload {users.describe()}" if users else suite)
-        if result.status != "correct":
-            raise typer.Exit(1)
+def bench_command(candidate: str | None, kernel: str, candidates: str | None, suite: str, gpu: str, device: str,
+                  as_json: bool, seed: int | None, ops: str | None, baseline: str | None, workload_flags: dict) -> None:
+    """What `avo bench` does with its flags: a folder sweep, or one candidate scored and shown."""
+    from avo.config import EvalConfig
+    from avo.evaluate.harness import Evaluator
+    from avo.tasks.kernelbench.spec import BASELINES, with_options
+    from avo.tasks.workload import from_flags
+
+    if Path(kernel).is_dir():
+        from avo.commands.bench_folder import bench_folder
+
+        if candidate is not None:
+            raise UserError(f"--kernel {kernel} is a folder of problems: give their solutions with --candidates "
+                            "SOLUTIONS instead of one candidate folder")
+        if candidates is None:
+            raise UserError(f"--kernel {kernel} is a folder of problems: give --candidates SOLUTIONS, the folder "
+                            "holding <problem stem>/kernel.py for each")
+        if baseline is not None and baseline not in BASELINES:
+            raise UserError(f"unknown baseline '{baseline}': use eager or compile")
+        validate_choices(suite, device)
+        raise typer.Exit(bench_folder(Path(kernel), Path(candidates), suite_plan=SUITE_PLAN[suite], suite=suite,
+                                      gpu=gpu, device=device, ops=ops, compile_too=baseline == "compile",
+                                      seed=seed, as_json=as_json))
+    if candidates is not None:
+        raise UserError("--candidates goes with --kernel DIR, a folder of problem files")
+    if candidate is None:
+        raise UserError("give the candidate folder to score (or --kernel DIR --candidates SOLUTIONS)")
+    kernel = with_options(kernel, ops=ops, baseline=baseline)
+    users = from_flags(kernel.partition("?")[0], **workload_flags)
+    if users is not None and suite not in ("bench", "check"):
+        raise UserError(f"a workload replaces the timed suite: use --suite bench (or check), not {suite}")
+    folder, task, profile = validate(candidate, kernel, suite, gpu, device)
+    check_suite, bench_suite = SUITE_PLAN[suite]
+    config = EvalConfig(seed=seed, check_suite=check_suite, bench_suite=bench_suite, workload=users)
+    result = Evaluator(kernel, device=device, gpu=profile, config=config).evaluate(folder)
+    if as_json:
+        payload = {"candidate": str(folder), "task": task.name, "suite": suite,
+                   "workload": users.model_dump(mode="json") if users else None, **result.model_dump(mode="json")}
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        render(result, folder, task.name, f"{suite}, workload {users.describe()}" if users else suite)
+    if result.status != "correct":
+        raise typer.Exit(1)
 
 
 def validate(candidate: str, kernel: str, suite: str, gpu: str, device: str):

@@ -110,29 +110,36 @@ def register(app: typer.Typer) -> None:
                                             "attention: sequences per case (default 1)."),
     ) -> None:
         """Evolve a kernel: the agent edits, the evaluator scores, the lineage keeps every candidate."""
-        overrides = {
-            "kernel": kernel, "gpu": gpu, "device": device, "seed_kernel": seed_kernel, "seed": seed,
-            "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
-            "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
-            "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
-            "evaluation.sandbox": "off" if no_sandbox else None,
-            "pool.gpus": gpus, "pool.workers": workers, "pool.cluster": cluster,
-        }
-        if replay_from is not None and agent is None:
-            overrides["agent.kind"] = "replay"
-        model_config = model if model is not None and model.endswith(".json") else None
-        if model_config is not None:
-            overrides["agent.model"] = None
-        overrides["evaluation.workload"] = workload_override(
-            kernel, config, resume, shapes=shapes, workload=workload, model=model_config, tokens=tokens, batch=batch)
-        if kernel is not None and Path(kernel).is_dir():
-            from avo.commands.evolve_folder import evolve_folder
+        evolve_from_flags(**locals())  # every flag above, by name
 
-            if resume is not None:
-                raise UserError("with --kernel DIR, run the same command again to resume (no --resume)")
-            raise typer.Exit(evolve_folder(Path(kernel), overrides=overrides, config_file=config, quiet=quiet,
-                                           ops=ops, hours_per_problem=hours_per_problem if hours_per_problem
-                                           is not None else 1.0, sweep_id=sweep_id))
-        if hours_per_problem is not None or sweep_id is not None:
-            raise UserError("--hours-per-problem and --sweep-id go with --kernel DIR, a folder of problem files")
-        raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet, ops=ops))
+
+def evolve_from_flags(*, kernel, gpu, hours, max_candidates, max_cost, agent, model, base_url, replay_from, seed_kernel,
+                      seed, resume, device, config, runs_dir, allow_shell, no_sandbox, gpus, workers, cluster, quiet,
+                      ops, hours_per_problem, sweep_id, shapes, workload, tokens, batch) -> None:
+    """What `avo evolve` does with its flags: one run (new or resumed), or a run per problem of a folder."""
+    overrides = {
+        "kernel": kernel, "gpu": gpu, "device": device, "seed_kernel": seed_kernel, "seed": seed,
+        "runs_dir": runs_dir, "budget.hours": hours, "budget.max_candidates": max_candidates,
+        "budget.max_cost": max_cost, "agent.kind": agent, "agent.model": model, "agent.base_url": base_url,
+        "agent.replay_from": replay_from, "agent.allow_shell": True if allow_shell else None,
+        "evaluation.sandbox": "off" if no_sandbox else None,
+        "pool.gpus": gpus, "pool.workers": workers, "pool.cluster": cluster,
+    }
+    if replay_from is not None and agent is None:
+        overrides["agent.kind"] = "replay"
+    model_config = model if model is not None and model.endswith(".json") else None
+    if model_config is not None:
+        overrides["agent.model"] = None
+    overrides["evaluation.workload"] = workload_override(
+        kernel, config, resume, shapes=shapes, workload=workload, model=model_config, tokens=tokens, batch=batch)
+    if kernel is not None and Path(kernel).is_dir():
+        from avo.commands.evolve_folder import evolve_folder
+
+        if resume is not None:
+            raise UserError("with --kernel DIR, run the same command again to resume (no --resume)")
+        raise typer.Exit(evolve_folder(Path(kernel), overrides=overrides, config_file=config, quiet=quiet,
+                                       ops=ops, hours_per_problem=hours_per_problem if hours_per_problem
+                                       is not None else 1.0, sweep_id=sweep_id))
+    if hours_per_problem is not None or sweep_id is not None:
+        raise UserError("--hours-per-problem and --sweep-id go with --kernel DIR, a folder of problem files")
+    raise typer.Exit(evolve(overrides=overrides, config_file=config, resume=resume, quiet=quiet, ops=ops))
