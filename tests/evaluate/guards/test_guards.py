@@ -144,9 +144,13 @@ def test_static_allows_honest_constructs(tmp_path, source):
 def test_rejection_message_names_rule_file_and_line(tmp_path):
     folder = _candidate(tmp_path, "import torch\n\ndef gemm(a, b):\n    return torch.matmul(a, b)\n")
     with pytest.raises(Rejection) as info:
-        guards.check_static(folder, "gemm")
+        guards.check_static(folder, "gemm", kernel_required=False)  # as the built-in tasks' evaluator checks
     assert info.value.rule == "static.library_call"
     assert info.value.message == "static.library_call: kernel.py:4 calls torch.matmul (the task's library path)"
+    with pytest.raises(Rejection) as info:
+        guards.check_static(folder, "gemm")
+    assert info.value.message.endswith("(also: kernel.py defines no kernel of its own (no @triton.jit function, no "
+                                       "CUDA source): write at least the part it replaces as a kernel)")
 
 
 def test_every_python_file_is_read_and_named(tmp_path):
