@@ -53,7 +53,9 @@ def test_ci_installs_what_readmes_set_up_line_installs_plus_cuda13_and_ray():
 def test_ci_requires_what_the_cuda13_dev_and_ray_extras_provide():
     [required] = re.findall(r"^AVO_TEST_REQUIRE=(\S+) ", CI, re.M)
     assert set(needs.WHY) == {"cupy", "cuda.bindings", "importlinter.cli", "ray"}
-    assert set(required.split(",")) == set(needs.WHY) | {"nvrtc"}  # NVIDIA's NVRTC wheel, for CPU compiles
+    # NVIDIA's NVRTC wheel, for CPU compiles; bubblewrap, which .ci/run installs from Debian's packages
+    assert set(required.split(",")) == set(needs.WHY) | {"nvrtc", "bwrap"}
+    assert re.search(r"apt-get install -y -qq bubblewrap", CI)
 
 
 def test_ci_lints_with_what_the_dev_extra_installs():

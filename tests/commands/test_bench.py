@@ -41,20 +41,19 @@ def test_json_for_a_failing_candidate_exits_1(capsys):
 def test_the_wide_suite_is_timed_on_the_gpu(capsys, monkeypatch):
     from avo.commands import bench as command
 
+    from avo.errors import UserError
+
     h200_present(monkeypatch)
     seen = {}
 
-    class Recorded(Exception):
-        pass
-
-    class Evaluator:
+    class Evaluator:  # records what it was asked for, then stops the command as a user error would
         def __init__(self, kernel, device, gpu, config):
             seen.update(kernel=kernel, device=device, check=config.check_suite, bench=config.bench_suite)
-            raise Recorded
+            raise UserError("recorded")
 
     monkeypatch.setattr("avo.evaluate.harness.Evaluator", Evaluator)
-    with pytest.raises(Recorded):
-        main(["--debug", "bench", str(KERNELS / "good_gemm"), "--kernel", "gemm", "--suite", "wide"])
+    code, _, err = run(capsys, str(KERNELS / "good_gemm"), "--kernel", "gemm", "--suite", "wide")
+    assert code == 2 and "recorded" in err
     assert seen == {"kernel": "gemm", "device": "cuda", "check": "check", "bench": "wide"}
     assert command.SUITE_PLAN["bench"] == ("check", "bench")
 
