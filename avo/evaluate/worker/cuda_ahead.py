@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from avo.evaluate.worker.precompile import CHILD_LIMIT_S, _in_children, _Job
+from avo.evaluate.worker.precompile import CHILD_LIMIT_S, in_children, Job
 
 
 @dataclass
@@ -44,9 +44,9 @@ def compile_builds_ahead(folder: Path, arch: str, workers: int, limit_s: float =
     if not todo:
         return outcome
     scratch = Path(tempfile.mkdtemp(prefix="cubins-", dir=Path.cwd()))
-    jobs = [_Job(compile=lambda module=module, out=scratch / str(i): _compile_into(module, arch, out))
+    jobs = [Job(compile=lambda module=module, out=scratch / str(i): _compile_into(module, arch, out))
             for i, (_, module) in enumerate(todo)]
-    _in_children(jobs, workers, limit_s)
+    in_children(jobs, workers, limit_s)
     for i, (key, _) in enumerate(todo):
         cubin, names = scratch / f"{i}.cubin", scratch / f"{i}.json"
         if cubin.is_file() and names.is_file():  # written last: the cubin is whole

@@ -98,7 +98,7 @@ def supported() -> bool:
 
 
 @dataclass
-class _Job:
+class Job:
     compile: Callable[[], Any]
     finalizers: list[Callable[[Any], None]] = field(default_factory=list)
 
@@ -108,11 +108,11 @@ class _Capture:
     (once per cache key) instead of run. Its placeholder in the kernel's cache is None, removed afterwards."""
 
     def __init__(self) -> None:
-        self.jobs: dict[Any, _Job] = {}
+        self.jobs: dict[Any, Job] = {}
         self.cleanups: list[Callable[[Any], None]] = []
 
     def submit(self, key, compile_fn, finalize_fn, *cleanup_fn):
-        self.jobs.setdefault(key, _Job(compile_fn)).finalizers.append(finalize_fn)
+        self.jobs.setdefault(key, Job(compile_fn)).finalizers.append(finalize_fn)
         self.cleanups.extend(cleanup_fn)
         return None
 
@@ -123,14 +123,14 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     outcome = Outcome(way=pool.way)
     jobs = _collect(calls, outcome)
     outcome.kernels = len(jobs)
-    failed = _in_children(jobs, pool.workers) if pool.way == "processes" and jobs else set()
+    failed = in_children(jobs, pool.workers) if pool.way == "processes" and jobs else set()
     # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
     loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
     outcome.failed = sum(not _finalize(job, kernel) for job, kernel in zip(jobs, loaded))
     return outcome
 
 
-def _finalize(job: _Job, kernel: Any) -> bool:
+def _finalize(job: Job, kernel: Any) -> bool:
     """The kernel into its JITFunction's cache (Triton's finalize, which runs the post-compile hook a candidate may
     set); False where there is none or that fails: the first launch then raises whatever failed with its message."""
     if kernel is None:
@@ -143,7 +143,7 @@ def _finalize(job: _Job, kernel: Any) -> bool:
     return True
 
 
-def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[_Job]:
+def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[Job]:
     from triton.runtime import _async_compile
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
@@ -182,7 +182,7 @@ def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[_Job]:
     return list(capture.jobs.values())
 
 
-def _load(job: _Job | None) -> Any:
+def _load(job: Job | None) -> Any:
     """The compiled kernel (from Triton's cache on disk where a child compiled it), or None if it fails."""
     if job is None:
         return None
@@ -192,7 +192,7 @@ def _load(job: _Job | None) -> Any:
         return None  # its first real launch compiles it again and raises the error with its message
 
 
-def _in_children(jobs: list[_Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:
+def in_children(jobs: list[Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:
     """Each share of the jobs compiled into Triton's cache on disk by a forked child, which reports each job it
     compiled through a pipe. Returns the indices of the jobs a child did not compile (it failed, or was killed past
     `limit_s`); a share no child could be forked for is not among them."""
@@ -240,7 +240,7 @@ def _reported(read: int) -> set[int]:
         return {int(line) for line in pipe.read().split()}
 
 
-def _child(jobs: list[_Job], share: list[int], write: int) -> None:
+def _child(jobs: list[Job], share: list[int], write: int) -> None:
     """In a forked child: compile the share into Triton's cache, writing the index of each job compiled, and exit at
     once (no atexit, no flushed buffers of the parent's files). A job whose compile made a Sentinel record a finding
     (the candidate's compile-time code tried a write or a spawn, refused here) is not reported: it compiles again on

@@ -185,10 +185,10 @@ def test_a_child_past_its_time_limit_is_killed_and_what_it_finished_is_kept(monk
         raise RuntimeError("a compile error")
 
     # One child: a job done, a broken one, one that hangs, one it never reaches; another child: a job done.
-    jobs = [precompile._Job(lambda: None), precompile._Job(lambda: None), precompile._Job(broken),
-            precompile._Job(lambda: None), precompile._Job(lambda: time.sleep(60)), precompile._Job(lambda: None),
-            precompile._Job(lambda: None)]
-    missing = precompile._in_children(jobs, workers=2, limit_s=3)
+    jobs = [precompile.Job(lambda: None), precompile.Job(lambda: None), precompile.Job(broken),
+            precompile.Job(lambda: None), precompile.Job(lambda: time.sleep(60)), precompile.Job(lambda: None),
+            precompile.Job(lambda: None)]
+    missing = precompile.in_children(jobs, workers=2, limit_s=3)
     assert missing == {2, 4, 6}  # had the hung child run on, its 60 s job would be done and the next one with it
     assert len(pids) == 2
     for pid in pids:  # both children reaped: no zombie left behind
@@ -218,8 +218,8 @@ def test_a_compile_that_the_sentinel_refused_in_a_child_is_left_to_the_worker(tm
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     try:
-        jobs = [precompile._Job(hooks.writes), precompile._Job(hooks.swallows), precompile._Job(lambda: None)]
-        assert precompile._in_children(jobs, workers=3, limit_s=30) == {0, 1}
+        jobs = [precompile.Job(hooks.writes), precompile.Job(hooks.swallows), precompile.Job(lambda: None)]
+        assert precompile.in_children(jobs, workers=3, limit_s=30) == {0, 1}
     finally:
         sentinel.close()
         written = outside.exists()
