@@ -5,14 +5,14 @@ PTX names every accumulator register in the instruction.
     python scripts/gen_wgmma.py attention > kernels/attention/cuda_fa3/wgmma.cuh
 
 Forms: `ss` (A and B from shared memory; the GEMM's B is N-major, transposed), `kk` (both K-major: S = Q Kᵀ with K
-stored row by row), `rs` (A from four registers per thread, B N-major: O += P V with P straight from the softmax).
+stored row by row, and the GEMM's B given as the [N, K] rows of nn.Linear's weight), `rs` (A from four registers per thread, B N-major: O += P V with P straight from the softmax).
 """
 
 import sys
 
 TYPES = ("bf16", "f16")
 FORMS = {
-    "gemm": (("ss", (64, 128, 192, 256)),),
+    "gemm": (("ss", (64, 128, 192, 256)), ("kk", (64, 128, 192, 256))),
     "attention": (("kk", (64, 96, 128, 160, 176, 192)), ("rs", (64, 128))),
 }
 DOC = {

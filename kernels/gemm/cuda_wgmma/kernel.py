@@ -59,10 +59,19 @@ class _Build:
         # to the swizzle atom and 1 KB for barriers.
         self.smem = (stages * (block_m * BLOCK_K + BLOCK_K * block_n) + (block_m * block_n if TMA_STORE else 0)) * 2 \
             + 2048
-        self.module = load_module("gemm.cu", defines={
+        self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
-        })
+        }
+        self.module = load_module("gemm.cu", defines=self.defines)
+        self._k_major = None
+
+    def k_major(self):
+        """The twin build that reads B as [N, K] rows (B_K_MAJOR), declared on first use: the evaluator passes a
+        row-major b, so it never compiles this one."""
+        if self._k_major is None:
+            self._k_major = load_module("gemm.cu", defines={**self.defines, "B_K_MAJOR": 1})
+        return self._k_major
 
 
 _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
@@ -123,17 +132,24 @@ def plan(M: int, N: int, K: int, sms: int) -> tuple[_Build, int, int]:
     return build, units, splits
 
 
+READS_TRANSPOSED_B = True
+"""gemm() reads a b that is the transpose of a contiguous [N, K] tensor (nn.Linear's weight.t()) where it lies, with
+no copy; avo package routes nn.Linear to such a kernel (checking its answer once per shape)."""
+
+
 def gemm(a, b):
-    """a [M, K] @ b [K, N] -> c [M, N] in a's dtype."""
+    """a [M, K] @ b [K, N] -> c [M, N] in a's dtype; b may be the transpose of a contiguous [N, K] tensor."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2:
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if a.dtype != b.dtype or a.dtype not in _KERNELS:
         raise ValueError(f"a and b must both be bfloat16 or float16; got {a.dtype} and {b.dtype}")
-    a, b = a.contiguous(), b.contiguous()
+    k_major = not b.is_contiguous() and b.t().is_contiguous()  # b's columns lie in memory as rows of K
+    a, b = a.contiguous(), b if k_major else b.contiguous()
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     if K % 8 or N % 8 or a.data_ptr() % 16 or b.data_ptr() % 16:
+        b = b.contiguous()  # gemm_simple reads a row-major b
         name = "gemm_simple_" + _KERNELS[a.dtype].split("_")[1]
         _SIMPLE.launch(name, (-(-N // 128), min(M, 65535)), 128, (a, b, c, M, N, K))
         return c
@@ -143,7 +159,9 @@ def gemm(a, b):
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
     build, units, splits = planned
     map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
-    map_b = tensor_map(b, box=(BLOCK_K, 64))
+    # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
+    map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
+    module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
     if splits > 1:
@@ -151,6 +169,6 @@ def gemm(a, b):
         partials, arrivals = _workspace(a.device, slots * splits * (build.block_m // build.consumers) *
                                         build.block_n, slots)
     grid = min(units * splits, sms // build.cluster_m) * build.cluster_m
-    build.module.launch(_KERNELS[a.dtype], grid, build.threads,
-                        (map_a, map_b, map_c, c, M, N, K, partials, arrivals, splits), shared_mem=build.smem)
+    module.launch(_KERNELS[a.dtype], grid, build.threads,
+                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, splits), shared_mem=build.smem)
     return c
