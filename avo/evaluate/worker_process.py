@@ -10,16 +10,18 @@ before the part of the set-up that uses the device (the task, the reference's op
 with it what the evaluation before it learned (`known`); the request follows when a candidate is handed to it. It
 serves exactly one request: the candidate still runs in a process no other candidate has touched. What it learned
 before any candidate code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its
-request.
+request. A sandboxed worker's caches start as a copy of what a set-up-only worker built (trusted_cache.py).
 
 The verdict comes back on a pipe of its own (the result channel), never through a file: once the candidates are
 scored the worker writes `ready`, the parent answers with a token on stdin that did not exist anywhere in the
 process while candidate code ran, and the worker writes its results signed with it. Anything else on the channel
-(a message before `ready`, more than one result) is a forgery (`channel_results`).
+(a message before `ready`, more than one result) is a forgery (`channel_results`). The check suite's references and
+outputs travel on two more pipes, to the judge (avo/evaluate/judge.py), whose verdicts go back on stdin.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -31,19 +33,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from avo.evaluate import trusted_cache
+from avo.evaluate.judge import Judge
 from avo.util import procs
 
 READY = b"ready"
 CACHES = {"TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
-"""A sandboxed worker's compile caches, fresh in its box: a kernel binary one candidate planted in a shared cache
-would otherwise run as another candidate's (the cost: nothing is reused across evaluations)."""
+"""A sandboxed worker's compile caches, private to its box: a kernel binary one candidate planted in a shared cache
+would otherwise run as another candidate's. Each starts as its own copy of the trusted builds (trusted_cache.py);
+nothing a candidate compiles is reused."""
 
 
 class WorkerProcess:
     def __init__(self, setup: dict, env: dict[str, str], gated: bool = False,
-                 wrap: Callable[..., list[str]] | None = None):
+                 wrap: Callable[..., list[str]] | None = None, seeded: bool = True):
         """`gated`: it only imports until `release()` (another evaluation is using the GPU meanwhile). `wrap`: the
-        sandbox (`wrap(cmd, writable=..., cwd=...)` gives the command line that runs `cmd` in it), None for none."""
+        sandbox (`wrap(cmd, writable=..., cwd=...)` gives the command line that runs `cmd` in it), None for none.
+        `seeded`: a sandboxed worker's caches start with the trusted builds (made first where there are none)."""
         self._tmp = procs.temp_dir("eval")
         self.path = Path(self._tmp.name)
         self.progress_path = self.path / "progress"
@@ -57,23 +63,29 @@ class WorkerProcess:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.update(TMPDIR=str(self.path / "tmp"), TMP=str(self.path / "tmp"), TEMP=str(self.path / "tmp"))
         if wrap is not None:
+            trusted = _trusted_caches(setup, env, wrap, build=not gated) if seeded else None
+            if trusted is not None:
+                trusted_cache.seed(trusted, self.path / "cache")
             env.update({name: str(self.path / "cache" / sub) for name, sub in CACHES.items()})
         ready_read, ready_write = os.pipe()
         result_read, result_write = os.pipe()
+        self.judge = Judge()
+        refs_write, check_write = self.judge.child_fds
         self._ready = os.fdopen(ready_read, "r")
         self._result_fd, self._channel, self._token_sent, self._closed = result_read, bytearray(), False, False
         os.set_blocking(result_read, False)
         self._out, self._err = open(self.path / "stdout", "wb"), open(self.path / "stderr", "wb")
         cmd = [sys.executable, "-m", "avo.evaluate.worker", "--ready-fd", str(ready_write),
-               "--result-fd", str(result_write)]
+               "--result-fd", str(result_write), "--refs-fd", str(refs_write), "--check-fd", str(check_write)]
         if wrap is not None:
             cmd = wrap(cmd, writable=[self.path], cwd=workdir)
         try:
             self.proc = procs.popen(cmd, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=self._out,
-                                    stderr=self._err, pass_fds=(ready_write, result_write))
+                                    stderr=self._err, pass_fds=(ready_write, result_write, refs_write, check_write))
         finally:
             os.close(ready_write)
             os.close(result_write)
+            self.judge.started()
         self.token = secrets.token_hex(16)
         """Sent only once the worker says `ready` on the result channel, after every candidate's code has run."""
         self._report: str | None = None
@@ -105,7 +117,10 @@ class WorkerProcess:
 
     def poll_channel(self, timeout_s: float = 0.0) -> None:
         """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first
-        line, if that is `ready`, send it the token."""
+        line, if that is `ready`, send it the token. First, the judge's verdict on each candidate whose check outputs
+        are all in."""
+        for line in self.judge.answers():
+            self._send(line)
         if self._result_fd < 0 or self._closed:  # nothing more can come: only wait (no select spinning on EOF)
             time.sleep(timeout_s)
             return
@@ -189,6 +204,30 @@ class WorkerProcess:
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
+
+
+def _trusted_caches(setup: dict, env: dict[str, str], wrap: Callable[..., list[str]], build: bool) -> Path | None:
+    """The trusted copy of the set-up's builds, made now by a set-up-only worker where there is none and `build`
+    (a gated worker never builds: the set-up would use the GPU another evaluation is timed on)."""
+    digest = trusted_cache.key(setup, env)
+    if not build:
+        return trusted_cache.existing(digest)
+    limit = float(setup.get("config", {}).get("import_timeout_s", 180.0))
+    return trusted_cache.ensure(digest, functools.partial(_build_trusted, setup, env, wrap, limit))
+
+
+def _build_trusted(setup: dict, env: dict[str, str], wrap: Callable[..., list[str]], limit: float,
+                   dest: Path) -> bool:
+    """Set a worker up that is never sent a request (no candidate code ever runs in it), kill it once it reports
+    ready, and take what its set-up left in its caches."""
+    builder = WorkerProcess(setup, env, wrap=wrap, seeded=False)
+    try:
+        if not builder.ready(limit):
+            return False
+        procs.kill_group(builder.proc)  # nothing writes its caches while they are copied
+        return trusted_cache.take(builder.path / "cache", dest)
+    finally:
+        builder.discard()
 
 
 def copy_candidate(source: Path, target: Path) -> None:
