@@ -224,6 +224,7 @@ class Evaluator:
             results = []
         if len(results) != count:  # none, or not the ones asked for: the child died before it could send them
             return [self._crash(worker) for _ in range(count)]
+        worker.judge.apply(results, self.suites()[0])  # the check suite as judged here, not as the worker says
         for r in results:
             why = impossible(r, self.task(), self.gpu, self.suites()[1]) if r.timing_source == "gpu" else None
             if why:

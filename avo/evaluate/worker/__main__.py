@@ -35,12 +35,18 @@ def main(argv: list[str] | None = None) -> None:
     GPU, so a worker can start while another candidate is timed on its GPU); then, when a candidate is to be
     scored, the request (mode, candidates); last, in answer to `ready`, the token that signs the result.
     `--ready-fd N` names a pipe that gets what later workers may reuse (`Prepared.known`) and is closed before any
-    candidate code runs; `--result-fd N` the result channel."""
+    candidate code runs; `--result-fd N` the result channel; `--refs-fd N` and `--check-fd N` the check suite's
+    pipes to avo's judge (the references, written by a forked producer, and the outputs; avo/evaluate/judge.py),
+    with the judge's verdicts coming on stdin, between the request and the token."""
     argv = sys.argv[1:] if argv is None else argv
     ready_fd = int(argv[argv.index("--ready-fd") + 1]) if "--ready-fd" in argv else None
     result_fd = int(argv[argv.index("--result-fd") + 1])
-    os.set_inheritable(result_fd, False)  # no program the candidate starts holds it
+    judge_fds = [int(argv[argv.index(flag) + 1]) for flag in ("--refs-fd", "--check-fd") if flag in argv]
+    for fd in (result_fd, *judge_fds):
+        os.set_inheritable(fd, False)  # no program the candidate starts holds it
     setup = json.loads(sys.stdin.readline())
+    if len(judge_fds) == 2:
+        setup["refs_fd"], setup["check_fd"] = judge_fds
     _no_core_dumps()
     evaluation._import_toolchain()
     setup["startup_s"] = time.time() - float(setup.get("spawned_at") or time.time())

@@ -77,6 +77,9 @@ class Context:
     check_suite: str
     bench_suite: str
     compile_pool: Any = None
+    judge: Any = None
+    """Who compares the check suite's outputs with the references: avo, over the check pipes
+    (references.ChannelJudge), or this process where no parent judges (references.LocalJudge)."""
     """precompile.CompilePool, when the candidates' Triton kernels are compiled ahead."""
     bench_ops: dict = field(default_factory=dict)
     """Per bench case, the ops the library dispatches on its shapes, recorded in the set-up (evaluation.prepare),

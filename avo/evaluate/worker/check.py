@@ -19,8 +19,8 @@ from typing import Any
 
 from avo.evaluate import guards
 from avo.evaluate.result import CaseResult
-from avo.evaluate.worker.candidate import Candidate, Context, classify
-from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_output
+from avo.evaluate.worker.candidate import Candidate, Context, Verdict, classify
+from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_layout, verify_output
 from avo.evaluate.worker.precision import library_error
 from avo.evaluate.worker.stage_clock import stage
 from avo.evaluate.worker.timing import SCALE_RANGE, scaled
@@ -71,43 +71,89 @@ def compile_cuda_candidate(ctx: Context, cand: Candidate) -> None:
                                  "rest compiled on first launch")
 
 
+def check_inputs(ctx: Context, index: int, case: Any) -> tuple:
+    """Check case `index`'s inputs: drawn from the evaluation's seed, then scaled (check_scale). The references'
+    producer (references.py) draws the same ones in its own process."""
+    inputs = ctx.task.make_inputs(case, ctx.seed + index, ctx.tensor_device)
+    scale = check_scale(index)
+    # Rebound: the unscaled copy is freed (a KernelBench input set can be gigabytes).
+    return scaled(inputs, [scale] * len(inputs)) if scale != 1.0 else inputs
+
+
+def check_label(index: int, case: Any) -> str:
+    scale = check_scale(index)
+    return case.name if scale == 1.0 else f"{case.name} (inputs scaled by {scale:g})"
+
+
 def check_candidate(ctx: Context, cand: Candidate, forbidden: frozenset[str]) -> None:
-    """Every case of the check suite once, on fresh inputs; failures are collected, verdicts end the stage."""
+    """Every case of the check suite once, on fresh inputs, each output judged outside this process (the judge's
+    verdicts come back once all are sent); failures are collected, verdicts end the stage."""
     task = ctx.task
     cand.result.notes += getattr(task, "size_notes", lambda suite: [])(ctx.check_suite)  # KernelBench tasks
     with stage(cand.result.stage_s, "check"):
+        rows = []
         for i, case in enumerate(task.cases(ctx.check_suite)):
             ctx.progress.mark("compile" if i == 0 else "check", case.name, cand.index)
-            scale = check_scale(i)
-            inputs = task.make_inputs(case, ctx.seed + i, ctx.tensor_device)
-            if scale != 1.0:  # rebound: the unscaled copy is freed (a KernelBench input set can be gigabytes)
-                inputs = scaled(inputs, [scale] * len(inputs))
-            cand.result.cases.append(check_case(ctx, cand, case, inputs, cand.watched(forbidden), ctx.check_suite,
-                                                scale=scale))
+            rows.append(_judged_case(ctx, cand, i, case, cand.watched(forbidden)))
+            cand.result.cases.append(rows[-1])
+        answer = ctx.judge.verdicts(cand.index)
+        if answer.get("error"):
+            raise Verdict("crash", "crash", answer["error"])
+        for verdict in answer.get("cases") or []:
+            row = rows[verdict["index"]]
+            row.correct, row.rel_err, row.library_rel_err = verdict["correct"], verdict["rel_err"], \
+                verdict["library_rel_err"]
+            if not row.correct:
+                row.message = verdict["message"]
+                cand.failures.append(CaseFailure(verdict["rule"], verdict["message"]))
         cand.sentinel.verify("check")
 
 
-def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
-               suite: str, ref: Any = None, scale: float = 1.0) -> CaseResult:
-    """One watched call on `inputs` (drawn, then scaled by `scale`, which the row records), compared with `ref`
-    (default: the task's exact reference on them)."""
-    task = ctx.task
-    tolerance = task.tolerance(case.dtype)
-    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance, input_scale=scale)
-    label = case.name if scale == 1.0 else f"{case.name} (inputs scaled by {scale:g})"
-    if ref is None:
-        ref = task.reference(*inputs)
+def _judged_case(ctx: Context, cand: Candidate, index: int, case: Any, forbidden: frozenset[str]) -> CaseResult:
+    """Check case `index`: the watched call and its layout here, its values by the judge (sent now)."""
+    task, label = ctx.task, check_label(index, case)
+    row = CaseResult(case=case.name, suite=ctx.check_suite, dtype=case.dtype, tolerance=task.tolerance(case.dtype),
+                     input_scale=check_scale(index))
+    inputs = check_inputs(ctx, index, case)
+    out = _watched_call(ctx, cand, case, inputs, forbidden, label)
+    shape, dtype = task.output_like(case, inputs)
+    try:
+        verify_layout(out, expected_shape=shape, expected_dtype=dtype, device=_device_of(inputs), case=label)
+    except CaseFailure as failure:
+        row.correct, row.message = False, failure.message
+        cand.failures.append(failure)
+        return row
+    ctx.judge.submit(cand.index, index, out)
+    return row
+
+
+def _device_of(inputs: tuple) -> Any:
+    return next((x.device for x in inputs if hasattr(x, "device")), None)
+
+
+def _watched_call(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
+                  label: str) -> Any:
     before = guards.fingerprint(inputs)
     try:
-        out = checked_call(task, case, cand.entry, inputs, forbidden, ctx.device)
+        out = checked_call(ctx.task, case, cand.entry, inputs, forbidden, ctx.device)
         guards.check_inputs_unchanged(before, inputs)
     except Exception as exc:
         raise classify(exc, cand, f"case {label}") from None
+    return out
+
+
+def check_case(ctx: Context, cand: Candidate, case: Any, inputs: tuple, forbidden: frozenset[str],
+               suite: str, ref: Any) -> CaseResult:
+    """One watched call on `inputs`, compared here with `ref` (the bench stage's check before timing, whose
+    reference is the library's output where the task times against it: the library runs in this process anyway)."""
+    task = ctx.task
+    tolerance = task.tolerance(case.dtype)
+    row = CaseResult(case=case.name, suite=suite, dtype=case.dtype, tolerance=tolerance)
+    out = _watched_call(ctx, cand, case, inputs, forbidden, case.name)
     shape, dtype = task.output_like(case, inputs)
-    device = next((x.device for x in inputs if hasattr(x, "device")), None)
     try:
-        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=device,
-                                    tolerance=tolerance, case=label)
+        row.rel_err = verify_output(out, ref, expected_shape=shape, expected_dtype=dtype, device=_device_of(inputs),
+                                    tolerance=tolerance, case=case.name)
         row.correct = True
         if case.dtype == "float32":  # what fp32 gives here, for precision parity (worker/precision.py)
             row.library_rel_err = library_error(task, inputs, ref)

@@ -1,7 +1,8 @@
 """One evaluation in the worker. First the set-up that needs no candidate (`prepare`: task, the reference's ops,
 toolchain warm-up), which a worker started ahead of its request does while it waits; then, per candidate: static
 guards -> Sentinel -> import -> Triton kernels compiled ahead, in parallel (precompile.py; stage "compile") -> check
-suite (its first launch marked as stage "compile" too) -> Sentinel.verify; then the bench stage times every passing
+suite (its first launch marked as stage "compile" too; its outputs judged by avo, against references this process never
+held: references.py) -> Sentinel.verify; then the bench stage times every passing
 candidate interleaved with the library. Stage starts are appended to a progress file, so the parent can apply
 per-stage limits and say where a candidate hung. `finalize` turns what was seen into each candidate's EvalResult.
 """
@@ -132,6 +133,9 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]], config=config,
                   seed=seed, progress=progress, check_suite=setup["check_suite"],
                   bench_suite=setup.get("bench_suite") or "")
+    # The references first, by a process of their own forked before this one touches the GPU (references.py).
+    parts.start("references")
+    ctx.judge = _judge(ctx, setup)
     base = _base_fields(ctx)
     # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
     # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
@@ -207,6 +211,15 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
     with poison_allocations():  # its first use, too, belongs before the Sentinel
         task.make_inputs(cases[0], ctx.seed, ctx.tensor_device)
     return forbidden
+
+
+def _judge(ctx: Context, setup: dict) -> Any:
+    from avo.evaluate.worker import references
+
+    if setup.get("refs_fd") is None:
+        return references.LocalJudge(ctx)
+    references.produce_apart(ctx, setup["refs_fd"])
+    return references.ChannelJudge(setup["check_fd"], sys.stdin)
 
 
 def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:
