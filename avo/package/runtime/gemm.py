@@ -2,6 +2,12 @@
 
 a is [M, K], b [K, N], c = a @ b [M, N]. The op calls the kernel only for inputs the guard says the run's cases
 covered; any other input, and any call autograd will differentiate, gets torch.matmul's answer.
+
+nn.Linear computes x @ weight.t(): b is then the transpose of a contiguous [N, K] tensor. The run checked the kernel
+on row-major operands only, so such a b reaches it only when its kernel.py says it reads that layout in place
+(READS_TRANSPOSED_B) and, once per (N, K, dtype, M up to a power of two), its answer there matched its answer on the
+row-major copy. Otherwise the library takes the call: copying the weight on every call would cost more than the
+kernel can gain over cuBLAS.
 """
 
 from __future__ import annotations
@@ -22,14 +28,40 @@ calls = collections.Counter()
 fallbacks = collections.Counter()
 
 
+AGREEMENT = 1e-2
+"""A transposed b's answer may differ from the row-major one's by rounding only: by at most this fraction of the
+largest |element| (a misread box of B is off by about the elements' own size)."""
+_agreed: dict = {}
+"""(device, dtype, N, K, M's power of two) -> whether the kernel's transposed-b answer matched its row-major one."""
+
+
 def library(a, b) -> torch.Tensor:
     return _MATMUL(a, b)
+
+
+def _transposed(b) -> bool:
+    return not b.is_contiguous() and b.t().is_contiguous()
 
 
 def _refusal(a, b) -> str | None:
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         return "shape (not [M, K] @ [K, N])"
-    return _guard.refusal((a, b), {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]})
+    transposed = _transposed(b)
+    reason = _guard.refusal((a, b.t() if transposed else b), {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]})
+    return reason if reason is not None or not transposed else _transposed_refusal(a, b)
+
+
+def _transposed_refusal(a, b) -> str | None:
+    kernel = _loader.entry("gemm")
+    if not kernel.__globals__.get("READS_TRANSPOSED_B", False):
+        return "layout (b is a transposed view the kernel does not read in place)"
+    key = (a.device, a.dtype, b.shape[1], b.shape[0], (a.shape[0] - 1).bit_length())
+    if key not in _agreed:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return "layout (a transposed b not yet checked: no check inside a CUDA graph capture)"
+        ours, rows = kernel(a, b), kernel(a, b.contiguous())
+        _agreed[key] = bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max())
+    return None if _agreed[key] else "layout (the kernel's answer for a transposed b differed from its row-major one)"
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gemm", mutates_args=())
@@ -71,10 +103,9 @@ def _linear_route(original):
         if input.dim() < 2 or weight.dim() != 2 or _guard.wants_grad(input, weight, *(() if bias is None else
                                                                                       (bias,))):
             return original(input, weight, bias)
-        # the kernel was checked on a row-major [K, N] operand: the weight's transpose is copied into one
-        out = gemm(input.reshape(-1, input.shape[-1]), weight.t().contiguous())
+        out = gemm(input.reshape(-1, input.shape[-1]), weight.t())  # a view: the weight is never copied
         if bias is not None:
-            out = out + bias
+            out = out.add_(bias)  # the op's own fresh output, outside autograd
         return out.reshape(*input.shape[:-1], weight.shape[0])
 
     return linear

@@ -15,11 +15,21 @@ import torch
 
 MANIFEST = json.loads(Path(__file__).with_name("MANIFEST.json").read_text())
 COVERED = MANIFEST["guard"]
+# Read once: the checks below run on every call, inside the caller's host time.
+_DTYPES = {getattr(torch, name, None) for name in COVERED["dtypes"]} - {None}
+_RANGES = tuple((dim, low, high) for dim, (low, high) in COVERED["ranges"].items())
+_VALUES = tuple((dim, frozenset(values), values) for dim, values in COVERED["values"].items())
 
 
 @functools.lru_cache(maxsize=None)
 def _device_name(index: int) -> str:
     return torch.cuda.get_device_name(index)
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_refusal(index: int) -> str | None:
+    names = COVERED["device_names"]
+    return f"gpu {_device_name(index)}" if names and _device_name(index) not in names else None
 
 
 def wants_grad(*tensors: torch.Tensor) -> bool:
@@ -32,18 +42,18 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
     device = tensors[0].device
     if device.type != COVERED["device"] or any(t.device != device for t in tensors):
         return f"device {device.type}"
-    names = COVERED["device_names"]
-    if names and _device_name(device.index or 0) not in names:
-        return f"gpu {_device_name(device.index or 0)}"
-    dtype = str(tensors[0].dtype).removeprefix("torch.")
-    if dtype not in COVERED["dtypes"] or any(t.dtype != tensors[0].dtype for t in tensors):
-        return f"dtype {dtype}"
+    gpu = _gpu_refusal(device.index or 0)
+    if gpu is not None:
+        return gpu
+    dtype = tensors[0].dtype
+    if dtype not in _DTYPES or any(t.dtype != dtype for t in tensors):
+        return f"dtype {str(dtype).removeprefix('torch.')}"
     if COVERED["contiguous"] and not all(t.is_contiguous() for t in tensors):
         return "layout (not contiguous)"
-    for dim, (low, high) in COVERED["ranges"].items():
+    for dim, low, high in _RANGES:
         if not low <= dims[dim] <= high:
             return f"{dim}={dims[dim]} outside {low}..{high}"
-    for dim, values in COVERED["values"].items():
-        if dims[dim] not in values:
+    for dim, allowed, values in _VALUES:
+        if dims[dim] not in allowed:
             return f"{dim}={dims[dim]} not among {values}"
     return None

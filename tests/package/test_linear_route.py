@@ -1,0 +1,102 @@
+"""patch()'s nn.Linear route hands the kernel the weight's transpose as a view (no copy) when the kernel says it reads
+that layout and its answer there matches its row-major one; otherwise the library takes the call. On CPU: a package
+of the shipped GEMM run whose guard is opened to CPU tensors and whose kernel is a small stand-in that records the
+strides it is given."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import pytest
+import torch
+from package_runs import GEMM_TRITON, example_run
+
+from avo.package.build import build
+from avo.run.directory import Run
+
+STAND_IN = '''
+import torch
+
+READS_TRANSPOSED_B = {reads}
+seen = []
+
+
+def gemm(a, b):
+    seen.append(tuple(b.stride()))
+    if {misreads} and not b.is_contiguous():  # b's storage taken as if it were row-major
+        b = b.as_strided(b.shape, (b.shape[1], 1))
+    return (a.float() @ b.float()).to(a.dtype)
+'''
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("runs")
+
+
+def _package(runs, tmp_path, name: str, *, reads: bool, misreads: bool = False):
+    """The GEMM run's package with the stand-in kernel and a guard that lets CPU tensors through."""
+    run = Run.open(example_run(runs, GEMM_TRITON), runs)
+    try:
+        build(run, "best", tmp_path / name, name=name)
+    finally:
+        run.close()
+    folder = tmp_path / name / name
+    (folder / "kernel" / "kernel.py").write_text(STAND_IN.format(reads=reads, misreads=misreads))
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    manifest["guard"].update(device="cpu", device_names=[])
+    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
+    sys.path.insert(0, str(tmp_path / name))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path / name))
+
+
+def _close(out, expected) -> bool:  # F.linear adds the bias inside its product, the route after it: rounding apart
+    return torch.allclose(out.float(), expected.float(), atol=1e-2, rtol=1e-2)
+
+
+def _linear_twice(pkg):
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(40, 24, dtype=torch.bfloat16)
+    x = torch.randn(2, 33, 40, dtype=torch.bfloat16)
+    with torch.no_grad():
+        expected = linear(x)
+        with pkg.patch():
+            first, second = linear(x), linear(x)
+    return expected, first, second
+
+
+def test_a_kernel_that_reads_the_transpose_gets_the_weight_as_a_view(runs, tmp_path):
+    pkg = _package(runs, tmp_path, "reads_transposed", reads=True)
+    expected, first, second = _linear_twice(pkg)
+    seen = pkg._loader.entry("gemm").__globals__["seen"]
+    # The first call checks the view's answer against the row-major copy's, once; after that only the view.
+    assert seen == [(1, 40), (24, 1), (1, 40), (1, 40)]
+    assert pkg.calls == {"op": 2, "kernel": 2} and not pkg.fallbacks
+    assert _close(first, expected) and torch.equal(first, second)
+
+
+def test_a_kernel_that_does_not_say_so_leaves_linear_to_the_library(runs, tmp_path):
+    pkg = _package(runs, tmp_path, "rows_only", reads=False)
+    expected, first, second = _linear_twice(pkg)
+    assert pkg._loader.entry("gemm").__globals__["seen"] == []  # never given a copy of the weight either
+    assert pkg.calls == {"op": 2, "library": 2}
+    assert pkg.fallbacks == {"layout (b is a transposed view the kernel does not read in place)": 2}
+    assert _close(first, expected) and _close(second, expected)
+
+
+def test_a_kernel_whose_transposed_answer_differs_is_not_used_for_it(runs, tmp_path):
+    pkg = _package(runs, tmp_path, "misreads_transposed", reads=True, misreads=True)
+    expected, first, second = _linear_twice(pkg)
+    assert pkg._loader.entry("gemm").__globals__["seen"] == [(1, 40), (24, 1)]  # the one check, then no more
+    assert pkg.calls == {"op": 2, "library": 2}
+    assert list(pkg.fallbacks) == ["layout (the kernel's answer for a transposed b differed from its row-major one)"]
+    assert _close(first, expected) and _close(second, expected)
+    b = torch.randn(40, 24, dtype=torch.bfloat16)
+    with torch.no_grad(), pkg.patch():
+        torch.matmul(torch.randn(33, 40, dtype=torch.bfloat16), b)  # a row-major b still reaches the kernel
+    assert pkg.calls["kernel"] == 1
