@@ -24,9 +24,9 @@
 //     that arrives last at the tile's counter adds the parts up in split order 0, 1, ... (its own from registers)
 //     and stores C: the sum's order never depends on which unit finished first, so results are bitwise the same
 //     from run to run. The last one also zeroes the counter for the next call.
-//   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
-//     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
-//     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
+//   - split tail (`whole` < the tile count, chosen per shape by kernel.py): only the tiles past the first `whole` are
+//     split as above. kernel.py sets `whole` to the tiles of the full waves, so they run whole as unsplit, and the
+//     last, partial wave's tiles are cut into enough units to fill the SMs (wave quantization); split-K is whole = 0.
 // Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
@@ -55,9 +55,6 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
-#ifndef B_K_MAJOR
-#define B_K_MAJOR 0
-#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -85,13 +82,8 @@ constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (
 
 template <bool FP16>
 __device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db, int scale) {
-#if B_K_MAJOR
-    if constexpr (FP16) wgmma_kk_f16(d, da, db, scale);
-    else wgmma_kk_bf16(d, da, db, scale);
-#else
     if constexpr (FP16) wgmma_f16(d, da, db, scale);
     else wgmma_bf16(d, da, db, scale);
-#endif
 }
 
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
@@ -102,18 +94,29 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = (tile % per_group) / rows;
 }
 
+// A work unit's tile and K range: each of the first `whole` tiles is one unit, each later tile `splits` adjacent
+// units (parts of its K range, `split` 0, 1, ...).
+struct Unit {
+    int tile, split, parts, k_begin, k_end;
+};
+__device__ __forceinline__ Unit unit_work(int unit, int whole, int splits, int k_steps) {
+    Unit u;
+    const bool cut = unit >= whole;
+    u.parts = cut ? splits : 1;
+    u.tile = cut ? whole + (unit - whole) / splits : unit;
+    u.split = cut ? (unit - whole) % splits : 0;
+    u.k_begin = u.split * k_steps / u.parts;
+    u.k_end = (u.split + 1) * k_steps / u.parts;
+    return u;
+}
+
 // The 16-row K-slice `kk` of one stage, for sub-tile `sub` of consumer `c`: A is K-major (rows of 128 bytes, 8-row
-// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart), or
-// with B_K_MAJOR K-major like A (BLOCK_N rows of 128 bytes: its 64-row boxes end to end).
+// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart).
 __device__ __forceinline__ unsigned long long desc_a(const unsigned char* sa, int row0, int kk) {
     return smem_desc(sa + row0 * 128 + kk * 32, 16, 1024);
 }
 __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, int kk) {
-#if B_K_MAJOR
-    return smem_desc(sb + kk * 32, 16, 1024);
-#else
     return smem_desc(sb + kk * 16 * 128, B_BOX_BYTES, 1024);
-#endif
 }
 
 template <bool FP16>
@@ -225,7 +228,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar) {
 template <bool FP16>
 __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
                                           unsigned short* C, int M, int N, int K, float* partials,
-                                          int* arrivals, int splits) {
+                                          int* arrivals, int whole, int splits) {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
@@ -249,8 +252,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // loaded as zeros and stored nowhere, so both blocks always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
     const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-    // With split-K a unit is one split of a tile (splits of a tile adjacent); kernel.py keeps splits <= k_steps.
-    const int units = rows_m * tiles_n * splits, k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+    // A unit is a whole tile or one part of a split tile (unit_work); kernel.py keeps splits <= k_steps.
+    const int k_steps = (K + BLOCK_K - 1) / BLOCK_K, units = whole + (rows_m * tiles_n - whole) * splits;
     const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
 
     if (wg == 0) {
@@ -260,11 +263,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             tma_prefetch_map(map_b);
             int stage = 0, phase = 0;
             for (int unit = first; unit < units; unit += step) {
+                const Unit u = unit_work(unit, whole, splits, k_steps);
                 int cm, tn;
-                tile_coords(unit / splits, rows_m, tiles_n, cm, tn);
-                const int tm = cm * CLUSTER_M + rank, split = unit % splits;
-                const int k_end = (split + 1) * k_steps / splits;
-                for (int k = split * k_steps / splits; k < k_end; ++k) {
+                tile_coords(u.tile, rows_m, tiles_n, cm, tn);
+                const int tm = cm * CLUSTER_M + rank;
+                for (int k = u.k_begin; k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
@@ -273,14 +276,12 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
                         const int box = rank * B_SHARE + i;
-                        // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
-                        const int col = tn * BLOCK_N + box * 64;
-                        const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
                         if constexpr (CLUSTER_M > 1)
-                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y,
-                                                  (1 << CLUSTER_M) - 1);
+                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
+                                                  k * BLOCK_K, (1 << CLUSTER_M) - 1);
                         else
-                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y);
+                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
+                                        k * BLOCK_K);
                     }
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
@@ -292,10 +293,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         float d[SUB_M][ACC];
         int stage = 0, phase = 0;
         for (int unit = first; unit < units; unit += step) {
+            const Unit u = unit_work(unit, whole, splits, k_steps);
             int cm, tn;
-            tile_coords(unit / splits, rows_m, tiles_n, cm, tn);
-            const int tm = cm * CLUSTER_M + rank, split = unit % splits;
-            const int k_begin = split * k_steps / splits, k_end = (split + 1) * k_steps / splits;
+            tile_coords(u.tile, rows_m, tiles_n, cm, tn);
+            const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
             for (int k = k_begin; k < k_end; ++k) {
                 mbar_wait(&full[stage], phase);
@@ -326,9 +327,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             }
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[s]);
-            if (splits > 1 && !reduce_splits(d, partials, arrivals, flags + consumer,
-                                             ((unit / splits) * CLUSTER_M + rank) * CONSUMERS + consumer, split,
-                                             splits, consumer))
+            // The workspace holds the split tiles only: slots count from the first tile past `whole`.
+            if (u.parts > 1 && !reduce_splits(d, partials, arrivals, flags + consumer,
+                                              ((u.tile - whole) * CLUSTER_M + rank) * CONSUMERS + consumer, u.split,
+                                              u.parts, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
                 store_tile_tma<FP16>(d, smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
@@ -353,15 +355,15 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int splits) {
-    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, splits);
+          int* arrivals, int whole, int splits) {
+    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int splits) {
-    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, splits);
+          int* arrivals, int whole, int splits) {
+    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits);
 }
 
 // Shapes TMA cannot address (rows not 16-byte aligned): one thread per output element, fp32 accumulation. Only the

@@ -8,6 +8,8 @@ tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligne
 to a simple kernel in the same file: TMA cannot address them.
 """
 
+from typing import NamedTuple
+
 import torch
 
 from avo.cuda import load_module, tensor_map
@@ -43,6 +45,24 @@ CLUSTER_M = 1  # avo: tune 1 2
 #    the SMs already filled, the partials' traffic cost more than the idle SMs.
 MAX_SPLITS = 4  # avo: tune 1 2 4 8
 MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
+# 4. Otherwise, a split tail where the whole tiles' last wave would leave SMs idle: the full waves' tiles run whole
+#    and only the last, partial wave's tiles are cut along K into up to TAIL_SPLITS parts (1 turns it off), reduced
+#    as split-K is, so that wave's units fill the SMs. 1024 x 10240 x 8192 on 128 x 256 tiles is 320 tiles on 132
+#    SMs: 264 whole in two waves, then 56 in 2 parts (112 units). plan() takes the option, of any width, with the
+#    least estimated time (_time: waves x k-steps per unit, at WIDTH_RATE, plus partials), but a tail only where it
+#    saves TAIL_GAIN of its width's whole-tile time: the bench suite's 8192 x 14336 x 4096 (27.2 waves) would save
+#    an estimated 1.3%, below the estimate's error where measured (it put 128-wide tiles at 1.12x of 256-wide on
+#    1024 x 10240 x 8192; they ran 1.06x, 0.926 against 0.871). Not for the few-token tile, bound by reading B
+#    rather than by its waves (64 x 57344 x 8192: 3.4 waves, 1.12x unsplit). The tail itself is not timed yet: the
+#    estimates are 335 against 344 steps (1024 x 10240 x 8192: 256 wide with the tail, against 128 wide whole) and
+#    98.5 against 99.0 (256 x 10240 x 8192: 128 wide, 28 tiles in 4 parts, against 192 wide whole).
+TAIL_SPLITS = 4  # avo: tune 1 2 4 8
+TAIL_GAIN = 0.05
+# A split unit's tile moves splits + 1 fp32 partials (each part's out, all back in for the sum), PARTIAL_STEPS
+# k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles of 1024 x 10240
+# in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps where 3 waves of
+# 128 took 384: 15.5 more per unit for 3 partials.
+PARTIAL_STEPS = 5
 
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
 CONSUMERS = 2  # wgmma warpgroups per block of the large tile (BLOCK_M / CONSUMERS rows each)
@@ -91,9 +111,30 @@ def _sm_count(device) -> int:
     return _SMS[device]
 
 
-def _fill(units: int, sms: int) -> float:
-    """Busy SMs over all SMs, across the waves the units take."""
-    return units / (-(-units // sms) * sms)
+class Plan(NamedTuple):
+    """One shape's work: `tiles` output tiles of `build` (units of cluster_m tiles, with clusters); the first
+    `whole` run whole, each later one cut along K into `splits` parts (split-K: whole = 0)."""
+
+    build: _Build
+    tiles: int
+    whole: int
+    splits: int
+
+    @property
+    def units(self) -> int:
+        return self.whole + (self.tiles - self.whole) * self.splits
+
+
+def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms: int) -> float:
+    """Estimated time, in k-steps of a 128 x 256 tile: the waves of the whole tiles, then those of the split tiles'
+    units, each at its width's throughput, a split one also paying for its tile's partials (rule 4)."""
+    size = build.block_m * build.block_n / (128 * 256)
+    step = size / WIDTH_RATE.get(build.block_n, 1.0)
+    time = -(-whole // sms) * k_steps * step
+    if splits > 1:
+        unit = -(-k_steps // splits) * step + (splits + 1) * PARTIAL_STEPS * size
+        time += -(-(tiles - whole) * splits // sms) * unit
+    return time
 
 
 def _workspace(device, partial_floats: int, counters: int):
@@ -114,22 +155,31 @@ def bucket(M, N, K):
     return "few" if M <= FEW_ROWS else "large"
 
 
-def plan(M: int, N: int, K: int, sms: int) -> tuple[_Build, int, int]:
-    """(configuration, work units, K splits) for one shape: the three rules above, in order."""
-    if bucket(M, N, K) == "few":
-        build = _FEW
-    else:
-        def rate(build: _Build) -> float:  # the fill of its waves, less its padding past N, at its throughput
-            tiles_n = -(-N // build.block_n)
-            units = -(-M // (build.block_m * build.cluster_m)) * tiles_n
-            return _fill(units, sms // build.cluster_m) * N / (tiles_n * build.block_n) * WIDTH_RATE.get(
-                build.block_n, 1.0)
+def plan(M: int, N: int, K: int, sms: int) -> Plan:
+    """The work for one shape: the four rules above, in order."""
+    k_steps = -(-K // BLOCK_K)
 
-        build = max(_LARGE.values(), key=rate)  # the widest among equals (first)
-    # Blocks come in clusters of cluster_m, each cluster taking a unit of cluster_m vertically adjacent tiles.
-    units = -(-M // (build.block_m * build.cluster_m)) * -(-N // build.block_n)
-    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, -(-K // BLOCK_K) // MIN_SPLIT_STEPS))
-    return build, units, splits
+    def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
+        return -(-M // (build.block_m * build.cluster_m)) * -(-N // build.block_n)
+
+    def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
+        return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
+
+    few = bucket(M, N, K) == "few"
+    build = _FEW if few else min(_LARGE.values(), key=whole_time)  # the widest among equals (first)
+    units = tiles(build)
+    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
+    if splits > 1:
+        return Plan(build, units, 0, splits)
+    best, fastest = Plan(build, units, units, 1), whole_time(build)
+    for wide in () if few else _LARGE.values():
+        count, slots = tiles(wide), sms // wide.cluster_m
+        whole = count // slots * slots  # the full waves' tiles
+        for parts in range(2, min(TAIL_SPLITS, k_steps) + 1):
+            time = _time(wide, count, whole, parts, k_steps, slots)
+            if count > whole and time <= (1 - TAIL_GAIN) * whole_time(wide) and time < fastest:
+                best, fastest = Plan(wide, count, whole, parts), time
+    return best
 
 
 READS_TRANSPOSED_B = True
@@ -157,18 +207,18 @@ def gemm(a, b):
     planned = _PLANS.get((M, N, K, sms))
     if planned is None:  # once per shape: the wrapper's host time is on the caller's critical path
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
-    build, units, splits = planned
+    build, whole, splits = planned.build, planned.whole, planned.splits
     map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
-    if splits > 1:
-        slots = units * build.cluster_m * build.consumers
+    if splits > 1:  # a slot per consumer of each split tile
+        slots = (planned.tiles - whole) * build.cluster_m * build.consumers
         partials, arrivals = _workspace(a.device, slots * splits * (build.block_m // build.consumers) *
                                         build.block_n, slots)
-    grid = min(units * splits, sms // build.cluster_m) * build.cluster_m
+    grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     module.launch(_KERNELS[a.dtype], grid, build.threads,
-                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, splits), shared_mem=build.smem)
+                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits), shared_mem=build.smem)
     return c

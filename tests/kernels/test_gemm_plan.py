@@ -1,0 +1,121 @@
+"""gemm/cuda_wgmma's plan() on the bench and wide suites (CPU): what the split tail (rule 4) changes and what it
+leaves alone. The tables are the plans as they were before the tail existed, and the shapes the tail takes over;
+the GPU side of the same shapes is tests/kernels/test_gemm_splitk.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from avo.evaluate.worker.loader import load_entry
+from avo.tasks import load
+
+SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
+H200_SMS = 132
+# case -> (rows, width, tiles, whole, splits) as plan() chose before the split tail: whole == tiles is unsplit,
+# whole == 0 split-K.
+BEFORE = {
+    "4096x4096x4096": (128, 256, 512, 512, 1),
+    "8192x8192x8192": (128, 256, 2048, 2048, 1),
+    "8192x14336x4096": (128, 256, 3584, 3584, 1),
+    "16384x4096x4096": (128, 256, 2048, 2048, 1),
+    "64x10240x8192": (64, 128, 80, 80, 1),
+    "64x8192x8192": (64, 128, 64, 64, 1),
+    "64x57344x8192": (64, 128, 448, 448, 1),
+    "64x8192x28672": (64, 128, 64, 0, 2),
+    "256x10240x8192": (128, 192, 108, 108, 1),
+    "256x8192x8192": (128, 128, 128, 128, 1),
+    "256x57344x8192": (128, 128, 896, 896, 1),
+    "256x8192x28672": (128, 128, 128, 128, 1),
+    "1024x10240x8192": (128, 128, 640, 640, 1),
+    "1024x8192x8192": (128, 256, 256, 256, 1),
+    "1024x57344x8192": (128, 256, 1792, 1792, 1),
+    "1024x8192x28672": (128, 256, 256, 256, 1),
+    "4096x10240x8192": (128, 256, 1280, 1280, 1),
+    "4096x8192x8192": (128, 256, 1024, 1024, 1),
+    "4096x57344x8192": (128, 256, 7168, 7168, 1),
+    "4096x8192x28672": (128, 256, 1024, 1024, 1),
+    "16384x10240x8192": (128, 256, 5120, 5120, 1),
+    "16384x8192x8192": (128, 256, 4096, 4096, 1),
+    "16384x57344x8192": (128, 256, 28672, 28672, 1),
+    "16384x8192x28672": (128, 256, 4096, 4096, 1),
+}
+# The wide shapes whose last wave the tail fills: 256 wide with 264 tiles whole and 56 in 2 parts; 128 wide with
+# 132 whole and 28 in 4 parts; 256 wide with 396 whole and 52 in 2 parts; all 64 tiles of 256 wide in 2 parts.
+WITH_TAIL = {
+    "1024x10240x8192": (128, 256, 320, 264, 2),
+    "256x10240x8192": (128, 128, 160, 132, 4),
+    "256x57344x8192": (128, 256, 448, 396, 2),
+    "256x8192x28672": (128, 256, 64, 0, 2),
+}
+
+
+def seed_globals(**knobs) -> dict:
+    g = load_entry(SEED, "gemm").__globals__
+    g.update(knobs)
+    return g
+
+
+def cases(*suites):
+    return [case for suite in suites for case in load("gemm").cases(suite)]
+
+
+def planned(g: dict, case) -> tuple:
+    p = case.params
+    plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
+    return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits
+
+
+def test_the_tables_name_every_bench_and_wide_shape():
+    assert {case.name for case in cases("bench", "wide")} == set(BEFORE)
+    assert set(WITH_TAIL) < set(BEFORE)
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
+def test_the_tail_changes_only_the_shapes_whose_last_wave_it_fills(case):
+    assert planned(seed_globals(), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
+def test_the_tail_knob_at_1_gives_the_plans_from_before_the_tail(case):
+    assert planned(seed_globals(TAIL_SPLITS=1), case) == BEFORE[case.name]
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide", "check"), ids=lambda c: c.name)
+def test_a_tail_starts_on_a_wave_boundary_and_is_estimated_faster_than_whole_tiles(case):
+    g = seed_globals()
+    p = case.params
+    plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
+    k_steps = -(-p["K"] // 64)
+    slots = H200_SMS // plan.build.cluster_m
+    assert 1 <= plan.splits <= k_steps and 0 <= plan.whole <= plan.tiles
+    assert plan.splits > 1 or plan.whole == plan.tiles  # unsplit plans name every tile whole
+    assert plan.units == plan.whole + (plan.tiles - plan.whole) * plan.splits
+    if 0 < plan.whole < plan.tiles:
+        # A persistent grid of one block per SM: the split units start together, one per block, after the full waves.
+        assert plan.whole % slots == 0 and plan.tiles - plan.whole < slots, case.name
+        before = g["_time"](plan.build, plan.tiles, plan.tiles, 1, k_steps, slots)
+        after = g["_time"](plan.build, plan.tiles, plan.whole, plan.splits, k_steps, slots)
+        assert after <= (1 - g["TAIL_GAIN"]) * before, case.name
+
+
+def test_the_estimate_charges_waves_and_partials():
+    g = seed_globals()
+    wide = g["_LARGE"][256]
+    # 320 tiles of 128 steps on 132 SMs: 3 waves whole; 2 waves whole, then 112 half-tile units with 3 partials each.
+    assert g["_time"](wide, 320, 320, 1, 128, H200_SMS) == 3 * 128
+    assert g["_time"](wide, 320, 264, 2, 128, H200_SMS) == 2 * 128 + 64 + 3 * g["PARTIAL_STEPS"]
+    # Parts that spill past one wave pay for the second: 56 tiles in 3 parts are 168 units.
+    assert g["_time"](wide, 320, 264, 3, 128, H200_SMS) == 2 * 128 + 2 * (43 + 4 * g["PARTIAL_STEPS"])
+
+
+def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
+    plan = seed_globals()["plan"](896, 2368, 8192, H200_SMS)  # 7 x 19 tiles of 128 x 128 on 132 SMs
+    assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)
+
+
+def test_the_few_token_tile_takes_no_tail():
+    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves, whole as before (bound by reading B, not by its waves).
+    plan = seed_globals()["plan"](64, 57344, 8192, H200_SMS)
+    assert (plan.build.block_m, plan.whole, plan.splits) == (64, 448, 1)
