@@ -27,6 +27,9 @@
 //   - split tail (`whole` < the tile count, chosen per shape by kernel.py): only the tiles past the first `whole` are
 //     split as above. kernel.py sets `whole` to the tiles of the full waves, so they run whole as unsplit, and the
 //     last, partial wave's tiles are cut into enough units to fill the SMs (wave quantization); split-K is whole = 0.
+//   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
+//     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
+//     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
 // Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
@@ -55,6 +58,9 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+#ifndef B_K_MAJOR
+#define B_K_MAJOR 0
+#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -82,8 +88,13 @@ constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (
 
 template <bool FP16>
 __device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db, int scale) {
+#if B_K_MAJOR
+    if constexpr (FP16) wgmma_kk_f16(d, da, db, scale);
+    else wgmma_kk_bf16(d, da, db, scale);
+#else
     if constexpr (FP16) wgmma_f16(d, da, db, scale);
     else wgmma_bf16(d, da, db, scale);
+#endif
 }
 
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
@@ -111,12 +122,17 @@ __device__ __forceinline__ Unit unit_work(int unit, int whole, int splits, int k
 }
 
 // The 16-row K-slice `kk` of one stage, for sub-tile `sub` of consumer `c`: A is K-major (rows of 128 bytes, 8-row
-// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart).
+// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart), or
+// with B_K_MAJOR K-major like A (BLOCK_N rows of 128 bytes: its 64-row boxes end to end).
 __device__ __forceinline__ unsigned long long desc_a(const unsigned char* sa, int row0, int kk) {
     return smem_desc(sa + row0 * 128 + kk * 32, 16, 1024);
 }
 __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, int kk) {
+#if B_K_MAJOR
+    return smem_desc(sb + kk * 32, 16, 1024);
+#else
     return smem_desc(sb + kk * 16 * 128, B_BOX_BYTES, 1024);
+#endif
 }
 
 template <bool FP16>
@@ -276,12 +292,14 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
                         const int box = rank * B_SHARE + i;
+                        // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
+                        const int col = tn * BLOCK_N + box * 64;
+                        const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
                         if constexpr (CLUSTER_M > 1)
-                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
-                                                  k * BLOCK_K, (1 << CLUSTER_M) - 1);
+                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y,
+                                                  (1 << CLUSTER_M) - 1);
                         else
-                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], tn * BLOCK_N + box * 64,
-                                        k * BLOCK_K);
+                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y);
                     }
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
