@@ -187,7 +187,7 @@ class CudaModule:
 
         device = _device_of(args)
         function = self._function(name, device)  # a missing CuPy is reported here, on the first launch
-        stream = self._stream(device, torch.cuda.current_stream(device).cuda_stream)
+        stream = self._stream(device, _current_stream(torch, device))
         import cupy
 
         with cupy.cuda.Device(device):
@@ -319,9 +319,25 @@ def cuda_include_dir() -> str | None:
         return None
 
 
+def _current_stream(torch: Any, device: int) -> int:
+    """The raw handle of torch's current stream on `device`. torch's own C accessor (inductor's launchers use it) skips
+    building a Stream object on every launch."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
 def _device_of(args: tuple) -> int:
     import torch
 
+    index = None
+    for a in args:  # the common case, every tensor on one GPU, without building device objects
+        if isinstance(a, torch.Tensor):
+            if not a.is_cuda or (index is not None and a.get_device() != index):
+                break
+            index = a.get_device()
+    else:
+        if index is not None:
+            return index
     devices = {a.device for a in args if isinstance(a, torch.Tensor)}
     if not devices:
         raise ValueError("launch needs at least one CUDA tensor among the arguments (it picks the device)")
