@@ -1,28 +1,36 @@
 """On a GPU: a small Llama-style block (RMSNorm, GQA attention through SDPA, SwiGLU MLP through nn.Linear) under
 the packaged kernels' patch() gives the unpatched block's output within the tasks' tolerance, eager and under
 torch.compile, with the evolved kernels doing the work (their call counters say so). Each forward is timed and
-printed; nothing is asserted about speed."""
+printed; nothing is asserted about speed.
+
+Two GEMM packages: the shipped run's best as it is (its kernel.py predates reading nn.Linear's weight.t() in place,
+so the linear calls go to cuBLAS rather than through a copy of each weight), and the same package holding today's
+gemm/cuda_wgmma seed instead (the run's best is that seed, at an older commit), which reads the weight in place.
+scripts/package_block_profile.py profiles the same block."""
 
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 from package_runs import ATTENTION_CUDA, GEMM_CUDA, example_run
 
-from avo.package.build import build
+from avo.package.build import _carry_candidate, build
 from avo.run.directory import Run
 from avo.tasks import load, relative_error
 
 pytestmark = pytest.mark.gpu
 
+SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 4096, 32, 8, 128, 14336
 BATCH, SEQ = 2, 2048
 
 
-def _block():
+def block():
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -57,7 +65,7 @@ def _block():
     return block
 
 
-def _ms(fn, x) -> float:
+def forward_ms(fn, x) -> float:
     import torch
 
     for _ in range(3):
@@ -73,44 +81,75 @@ def _ms(fn, x) -> float:
     return sorted(times)[len(times) // 2]
 
 
-@pytest.fixture(scope="module")
-def packages(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gpu_packages")
-    names = []
-    for example, name in ((ATTENTION_CUDA, "gpu_attention"), (GEMM_CUDA, "gpu_gemm")):
+def build_packages(root: Path) -> dict:
+    """{"attention", "gemm", "gemm_seed"}: the packaged bests of the shipped CUDA runs, imported, and the GEMM
+    package again with today's cuda_wgmma seed as its kernel."""
+    built = {}
+    for key, example, name in (("attention", ATTENTION_CUDA, "gpu_attention"), ("gemm", GEMM_CUDA, "gpu_gemm"),
+                               ("gemm_seed", GEMM_CUDA, "gpu_gemm_seed")):
         run = Run.open(example_run(root / "runs", example), root / "runs")
         try:
             build(run, "best", root / name, name=name)
         finally:
             run.close()
+        if key == "gemm_seed":
+            kernel = root / name / name / "kernel"
+            shutil.rmtree(kernel)
+            shutil.copytree(SEED, kernel, ignore=shutil.ignore_patterns("__pycache__"))
+            _carry_candidate(kernel, name)  # its avo.cuda imports pointed at the package's copy, as build does
         sys.path.insert(0, str(root / name))
-        names.append(name)
-    return [importlib.import_module(name) for name in names]
+        built[key] = importlib.import_module(name)
+    return built
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compiled):
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    return build_packages(tmp_path_factory.mktemp("gpu_packages"))
+
+
+@contextmanager
+def patched(packages):
+    """Inside: every package's patch(), its counters cleared, and torch.compile's traces dropped (the patched
+    functions are traced anew)."""
     import torch
 
-    block = _block()
+    with ExitStack() as stack:
+        for package in packages:
+            stack.enter_context(package.patch())
+            package.calls.clear()
+            package.fallbacks.clear()
+        torch._dynamo.reset()
+        yield
+
+
+def report(package) -> str:
+    return f"calls {dict(package.calls)}, fallbacks {dict(package.fallbacks)}"
+
+
+@pytest.mark.parametrize("gemm_kernel", ["example", "seed"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compiled, gemm_kernel):
+    import torch
+
+    model = block()
     x = torch.randn(BATCH, SEQ, HIDDEN, device="cuda", dtype=torch.bfloat16)
-    run = torch.compile(block) if compiled else block
+    torch._dynamo.reset()
+    run = torch.compile(model) if compiled else model
+    attention, gemm = packages["attention"], packages["gemm" if gemm_kernel == "example" else "gemm_seed"]
     with torch.no_grad():
         expected = run(x)
-        library_ms = _ms(run, x)
-        with ExitStack() as stack:
-            for package in packages:
-                stack.enter_context(package.patch())
-                package.calls.clear()
-                package.fallbacks.clear()
-            torch._dynamo.reset()  # the patched functions are traced anew
-            patched_run = torch.compile(block) if compiled else block
+        library_ms = forward_ms(run, x)
+        with patched((attention, gemm)):
+            patched_run = torch.compile(model) if compiled else model
             out = patched_run(x)
-            patched_ms = _ms(patched_run, x)
+            patched_ms = forward_ms(patched_run, x)
     error = relative_error(out, expected)
-    attention, gemm = packages
-    print(f"\n{'compiled' if compiled else 'eager'} block B={BATCH} S={SEQ}: library {library_ms:.3f} ms, patched "
-          f"{patched_ms:.3f} ms ({library_ms / patched_ms:.3f}x); rel err {error:.2e}; attention calls "
-          f"{dict(attention.calls)}, gemm calls {dict(gemm.calls)}, gemm fallbacks {dict(gemm.fallbacks)}")
+    print(f"\n{'compiled' if compiled else 'eager'} block B={BATCH} S={SEQ}, GEMM kernel of the {gemm_kernel}: "
+          f"library {library_ms:.3f} ms, patched {patched_ms:.3f} ms ({library_ms / patched_ms:.3f}x); rel err "
+          f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
-    assert attention.calls["kernel"] > 0 and gemm.calls["kernel"] > 0
+    assert attention.calls["kernel"] > 0
+    if gemm_kernel == "seed":  # reads nn.Linear's weight in place: the projections inside the run's K range
+        assert gemm.calls["kernel"] > 0 and not any(r.startswith("layout") for r in gemm.fallbacks), gemm.fallbacks
+    else:  # predates that: its linear calls go to cuBLAS, not through a copy of each weight
+        assert gemm.calls["kernel"] == 0 and gemm.fallbacks

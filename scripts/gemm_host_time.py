@@ -1,0 +1,77 @@
+"""Host time per call of a GEMM wrapper against its GPU time, on a GPU: how long the Python side takes to queue one call
+(many calls queued back to back without a synchronize, behind a GPU spin so the queue never drains, divided by
+their number) next to what the kernel takes on the GPU (CUDA events around the same calls). A wrapper whose host
+time reaches its GPU time starves the GPU in a model's forward.
+
+    python scripts/gemm_host_time.py [KERNEL_DIR ...]    (default: kernels/gemm/cuda_wgmma)
+
+Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t() of a contiguous [N, K]).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(4096, 4096, 4096), (4096, 1024, 4096), (4096, 14336, 4096), (64, 4096, 4096), (16, 4096, 14336)]
+CALLS = 50
+
+
+def load(folder: Path):
+    spec = importlib.util.spec_from_file_location(f"kernel_{abs(hash(str(folder)))}", folder / "kernel.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module.gemm
+
+
+def measure(fn, a, b) -> tuple[float, float]:
+    """(host µs per call, GPU µs per call), medians of 5 rounds of CALLS calls."""
+    for _ in range(3):
+        fn(a, b)
+    torch.cuda.synchronize()
+    host, gpu = [], []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(5):
+        torch.cuda._sleep(50_000_000)  # keeps the GPU busy while the host queues: host time alone is clocked
+        begin = time.perf_counter()
+        for _ in range(CALLS):
+            fn(a, b)
+        host.append((time.perf_counter() - begin) / CALLS * 1e6)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(CALLS):
+            fn(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        gpu.append(start.elapsed_time(end) / CALLS * 1e3)
+    return statistics.median(host), statistics.median(gpu)
+
+
+def main() -> None:
+    folders = [Path(f).resolve() for f in sys.argv[1:]] or [ROOT / "kernels" / "gemm" / "cuda_wgmma"]
+    entries = {"torch.matmul": torch.matmul, **{str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f): load(f)
+                                                 for f in folders}}
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16; host = queueing time per call, GPU = "
+          f"kernel time per call (medians of 5 x {CALLS} calls)")
+    print(f"{'wrapper':32s} {'M x N x K':>18s} {'b':>10s} {'host us':>8s} {'GPU us':>8s} {'host/GPU':>8s}")
+    for m, n, k in SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        weight = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        for layout, b in (("rows", weight.t().contiguous()), ("weight.t", weight.t())):
+            for name, fn in entries.items():
+                host, gpu = measure(fn, a, b)
+                print(f"{name:32s} {f'{m}x{n}x{k}':>18s} {layout:>10s} {host:8.1f} {gpu:8.1f} {host / gpu:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
