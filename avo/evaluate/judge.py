@@ -181,7 +181,7 @@ class Judge:
                 continue
             for row, verdict in zip(rows, verdicts):
                 row.correct, row.rel_err = verdict["correct"], verdict["rel_err"]
-                row.library_rel_err, row.message = verdict["library_rel_err"], verdict["message"]
+                row.library_rel_err, row.message = verdict["library_rel_err"], verdict["message"] or ""
             failed = [v for v in verdicts if not v["correct"]]
             if failed:
                 r.status, r.rule, r.fitness, r.message = "incorrect", failed[0]["rule"], 0.0, failed[0]["message"]

@@ -113,6 +113,7 @@ class Setting:
             "outlives": candidate(root / "cands", "outlives", MARKER=self.marker),
             "reads_key": candidate(root / "cands", "reads_key"),
             "forges": candidate(root / "cands", "forges"),
+            "reads_reference": candidate(root / "cands", "reads_reference"),
             "writes_outside": candidate(root / "cands", "writes_outside", TMP_FILE=self.tmp_file, HOME=self.home,
                                         LINEAGE=self.lineage, NOTES=self.notes, TAG=self.tag),
         }
@@ -163,6 +164,16 @@ def test_a_forged_verdict_is_refused(attacked):
     assert r.fitness == 0.0
 
 
+def test_the_reference_is_nowhere_in_the_candidates_process(attacked):
+    """It returns any float32 tensor of the output's shape it can find in a frame or the heap: the check suite's
+    references are computed by a process of their own and compared by avo, so there is none to find, and its
+    zeros fail the first check case."""
+    _, results = attacked
+    r = results["reads_reference"]
+    assert (r.status, r.rule) == ("incorrect", "check.mismatch"), r.message
+    assert r.cases and r.cases[0].correct is False and "relative error 1 " in r.cases[0].message, r.cases[0]
+
+
 def test_nothing_is_written_outside_the_candidates_box(attacked):
     setting, results = attacked
     r = results["writes_outside"]
@@ -179,6 +190,7 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
         assert CANARY in results["reads_key"].message
         assert setting.outside_writes() != []
         assert results["forges"].status == "rejected"  # the result channel refuses it sandboxed or not
+        assert results["reads_reference"].status == "incorrect"  # judged by avo, sandboxed or not
     finally:
         for pid in tagged(setting.tag):
             os.kill(pid, 9)
