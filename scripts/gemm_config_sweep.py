@@ -1,17 +1,22 @@
-"""gemm/cuda_wgmma's configurations side by side on the shapes where the per-shape choice matters: every tile build
-and K split the wrapper could take, timed against torch.matmul (cuBLAS) in one process, interleaved.
+"""gemm/cuda_wgmma's configurations side by side on the shapes where the per-shape choice matters: every tile build,
+K split (every tile cut) and split tail (only the last wave's tiles cut) the wrapper could take, timed against
+torch.matmul (cuBLAS) in one process, interleaved.
 
 Each time is the median of `--reps` calls, each preceded by an L2 flush and a GPU spin that hides the host's launch
 work (as the evaluator times), so the figures are the GPU's. Prints one line per shape and configuration (speedup
-over cuBLAS) and the best one per shape; `--json` keeps them all.
+over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the seed's own plan with
+the split tail on and off (TAIL_SPLITS=1), and the geometric mean of each.
 
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
+    python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
+    python3 scripts/gemm_config_sweep.py --plans --shapes 1024x10240x8192,256x10240x8192
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -28,6 +33,7 @@ VARIANTS = {  # name -> knob settings of the seed's kernel.py (bucketed entries 
     "large128x128s4": {"FIT_WIDTHS": False, "BLOCK_N": 128, "STAGES": 4},
     "large128x192s3": {"FIT_WIDTHS": False, "BLOCK_N": 192, "STAGES": 3},
 }
+PLANS = {"plan": {}, "plan-no-tail": {"TAIL_SPLITS": 1}}  # --plans: the seed's own choice, tail on and off
 
 
 def variant(name: str, settings: dict, root: Path):
@@ -44,13 +50,39 @@ def variant(name: str, settings: dict, root: Path):
     return load_entry(folder, "gemm")
 
 
-def forced(gemm, split: int):
-    """The variant's wrapper with its K split fixed (its own plan otherwise), planned afresh."""
+def forced(gemm, work: str, parts: int):
+    """The variant's wrapper with its work fixed (its own tile otherwise), planned afresh: "split" cuts every tile
+    into `parts` along K, "tail" only the tiles past the full waves; `parts` 1 runs every tile whole."""
     g = gemm.__globals__
     plan = g.setdefault("_own_plan", g["plan"])
-    g["plan"] = lambda M, N, K, sms: (*plan(M, N, K, sms)[:2], min(split, -(-K // 64)))
+
+    def fixed(M, N, K, sms):
+        own = plan(M, N, K, sms)
+        slots = sms // own.build.cluster_m
+        whole = own.tiles if parts == 1 else 0 if work == "split" else own.tiles // slots * slots
+        return own._replace(whole=whole, splits=1 if whole == own.tiles else min(parts, -(-K // 64)))
+
+    g["plan"] = fixed
     g["_PLANS"].clear()
     return gemm
+
+
+def options(args, m: int) -> list[tuple[str, str, int]]:
+    """(variant, work, parts) to time for a shape with m rows."""
+    if args.plans:
+        return [(name, "own", 0) for name in PLANS]
+    few = [name for name in VARIANTS if name.startswith("few") == (m <= 64)]
+    return [(name, "split", s) for name in few for s in args.splits] + \
+        [(name, "tail", s) for name in few for s in args.tails if m > 64]
+
+
+def shapes(args) -> list[tuple[str, int, int, int]]:
+    from avo.tasks import load
+
+    if args.shapes:
+        return args.shapes
+    return [(c.name, c.params["M"], c.params["N"], c.params["K"]) for c in load("gemm").cases(args.suite)
+            if c.params["M"] <= args.max_m]
 
 
 def timed(fn, reps: int, flush) -> float:
@@ -72,50 +104,68 @@ def timed(fn, reps: int, flush) -> float:
 def main() -> None:
     import torch
 
-    from avo.tasks import load
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--suite", default="wide")
     parser.add_argument("--max-m", type=int, default=1024)
-    parser.add_argument("--splits", default="1,2,3,4,6,8")
+    parser.add_argument("--shapes", type=_shapes, help="MxNxK,... timed instead of the suite's cases")
+    parser.add_argument("--splits", type=_ints, default="1,2,3,4,6,8", help="split-K parts to time")
+    parser.add_argument("--tails", type=_ints, default="2,3,4", help="split-tail parts to time")
+    parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    splits = [int(s) for s in args.splits.split(",")]
     root = Path(tempfile.mkdtemp())
-    entries = {name: variant(name, settings, root) for name, settings in VARIANTS.items()}
+    entries = {name: variant(name, settings, root) for name, settings in (PLANS if args.plans else VARIANTS).items()}
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     rows = []
-    for case in load("gemm").cases(args.suite):
-        m, n, k = case.params["M"], case.params["N"], case.params["K"]
-        if m > args.max_m:
-            continue
+    for case, m, n, k in shapes(args):
         a = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
         b = torch.randn((k, n), device="cuda", dtype=torch.bfloat16)
         expected = torch.matmul(a, b)
         best = None
-        for name, gemm in entries.items():
-            if name.startswith("few") != (m <= 64):
-                continue
-            for split in splits:
-                forced(gemm, split)
-                out = gemm(a, b)
-                err = ((out.float() - expected.float()).norm() / expected.float().norm()).item()
-                library = timed(lambda: torch.matmul(a, b), args.reps, flush)
-                ours = timed(lambda: gemm(a, b), args.reps, flush)
-                again = timed(lambda: torch.matmul(a, b), args.reps, flush)
-                library = (library + again) / 2  # cuBLAS before and after, against drift
-                speedup = library / ours
-                row = {"case": case.name, "config": name, "splits": split, "ms": ours, "library_ms": library,
-                       "speedup": speedup, "rel_err": err}
-                rows.append(row)
-                print(f"{case.name:20s} {name:16s} splits {split}: {speedup:6.3f}x  ({ours * 1e3:7.1f} us, "
-                      f"cublas {row['library_ms'] * 1e3:7.1f} us, err {err:.1e})", flush=True)
-                if best is None or speedup > best["speedup"]:
-                    best = row
-        print(f"BEST {best['case']:20s} {best['config']} splits {best['splits']}: {best['speedup']:.3f}x", flush=True)
+        for name, work, parts in options(args, m):
+            gemm = entries[name]
+            if work != "own":
+                forced(gemm, work, parts)
+            out = gemm(a, b)
+            err = ((out.float() - expected.float()).norm() / expected.float().norm()).item()
+            library = timed(lambda: torch.matmul(a, b), args.reps, flush)
+            ours = timed(lambda: gemm(a, b), args.reps, flush)
+            again = timed(lambda: torch.matmul(a, b), args.reps, flush)
+            library = (library + again) / 2  # cuBLAS before and after, against drift
+            speedup = library / ours
+            plan = gemm.__globals__["_PLANS"][m, n, k, gemm.__globals__["_sm_count"](a.device)]
+            row = {"case": case, "config": name, "work": work, "block_n": plan.build.block_n,
+                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "ms": ours,
+                   "library_ms": library, "speedup": speedup, "rel_err": err}
+            rows.append(row)
+            print(f"{case:20s} {name:16s} {plan.build.block_n:3d} wide, {plan.whole:5d} of {plan.tiles:5d} tiles "
+                  f"whole, others in {plan.splits}: {speedup:6.3f}x  ({ours * 1e3:7.1f} us, cublas "
+                  f"{library * 1e3:7.1f} us, err {err:.1e})", flush=True)
+            if best is None or speedup > best["speedup"]:
+                best = row
+        print(f"BEST {case:20s} {best['config']} {best['block_n']} wide, {best['whole']} whole, splits "
+              f"{best['splits']}: {best['speedup']:.3f}x", flush=True)
+    for name in dict.fromkeys(row["config"] for row in rows if args.plans):
+        ratios = [row["speedup"] for row in rows if row["config"] == name]
+        print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
+              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+
+
+def _ints(text: str) -> list[int]:
+    return [int(s) for s in text.split(",")]
+
+
+def _shapes(text: str) -> list[tuple[str, int, int, int]]:
+    try:
+        found = [(s, *(int(x) for x in s.split("x"))) for s in text.split(",")]
+    except ValueError:
+        found = []
+    if not found or any(len(shape) != 4 or min(shape[1:]) < 1 for shape in found):
+        raise argparse.ArgumentTypeError(f"{text!r}: give MxNxK,... (e.g. 1024x10240x8192)")
+    return found
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ the GPU side of the same shapes is tests/kernels/test_gemm_splitk.py."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from avo.evaluate.worker.loader import load_entry
 from avo.tasks import load
 
-SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "kernels" / "gemm" / "cuda_wgmma"
 H200_SMS = 132
 # case -> (rows, width, tiles, whole, splits) as plan() chose before the split tail: whole == tiles is unsplit,
 # whole == 0 split-K.
@@ -119,3 +121,17 @@ def test_the_few_token_tile_takes_no_tail():
     # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves, whole as before (bound by reading B, not by its waves).
     plan = seed_globals()["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.splits) == (64, 448, 1)
+
+
+def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_path):
+    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    off = sweep.variant("plan-no-tail", sweep.PLANS["plan-no-tail"], tmp_path).__globals__["plan"]
+    assert off(1024, 10240, 8192, H200_SMS)[1:] == (640, 640, 1)  # 128 wide, whole: the plan before the tail
+    gemm = sweep.variant("large128x256s3", sweep.VARIANTS["large128x256s3"], tmp_path)
+    for work, parts, expected in (("tail", 2, (320, 264, 2)), ("split", 2, (320, 0, 2)), ("tail", 1, (320, 320, 1))):
+        plan = sweep.forced(gemm, work, parts).__globals__["plan"](1024, 10240, 8192, H200_SMS)
+        assert (plan.build.block_n, *plan[1:]) == (256, *expected), (work, parts)
+    # No partial wave (132 tiles on 132 SMs): nothing to cut, and the row says so.
+    assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:] == (132, 132, 1)
