@@ -1,5 +1,6 @@
 """C = A @ B in CUDA C++ for Hopper: TMA loads, warp-specialized wgmma, a persistent tile loop, split-K where the
-tiles are too few to fill the GPU. bf16 (or fp16) in and out, fp32 accumulation, any M, N, K >= 1.
+tiles are too few to fill the GPU, and a split tail where only their last wave would. bf16 (or fp16) in and out,
+fp32 accumulation, any M, N, K >= 1.
 
 gemm.cu holds the kernel and says why it is fast; this file picks a configuration per shape (the table below),
 builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle; C's boxes of
@@ -52,16 +53,17 @@ MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
 #    least estimated time (_time: waves x k-steps per unit, at WIDTH_RATE, plus partials), but a tail only where it
 #    saves TAIL_GAIN of its width's whole-tile time: the bench suite's 8192 x 14336 x 4096 (27.2 waves) would save
 #    an estimated 1.3%, below the estimate's error where measured (it put 128-wide tiles at 1.12x of 256-wide on
-#    1024 x 10240 x 8192; they ran 1.06x, 0.926 against 0.871). Not for the few-token tile, bound by reading B
-#    rather than by its waves (64 x 57344 x 8192: 3.4 waves, 1.12x unsplit). The tail itself is not timed yet: the
-#    estimates are 335 against 344 steps (1024 x 10240 x 8192: 256 wide with the tail, against 128 wide whole) and
-#    98.5 against 99.0 (256 x 10240 x 8192: 128 wide, 28 tiles in 4 parts, against 192 wide whole).
+#    1024 x 10240 x 8192; they ran 1.06x, 0.926 against the old seed's 0.871 in one call). Not for the few-token
+#    tile, bound by reading B rather than by its waves (64 x 57344 x 8192: 3.4 waves, 1.12x unsplit). The tail
+#    itself is not timed yet: the estimates are 335 against 344 steps (1024 x 10240 x 8192: 256 wide with the tail,
+#    against 128 wide whole) and 98.5 against 99.0 (256 x 10240 x 8192: 128 wide, 28 tiles in 4 parts, against 192
+#    wide whole).
 TAIL_SPLITS = 4  # avo: tune 1 2 4 8
 TAIL_GAIN = 0.05
-# A split unit's tile moves splits + 1 fp32 partials (each part's out, all back in for the sum), PARTIAL_STEPS
-# k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles of 1024 x 10240
-# in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps where 3 waves of
-# 128 took 384: 15.5 more per unit for 3 partials.
+# The unit that finishes a split tile moves splits + 1 fp32 partials (its own out, every part back in for the
+# sum), PARTIAL_STEPS k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles
+# of 1024 x 10240 in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps
+# where 3 waves of 128 took 384: 15.5 more per unit for 3 partials.
 PARTIAL_STEPS = 5
 
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
