@@ -12,9 +12,15 @@ evaluators:
                 in, as the heuristic agent does, so it may wait for the prepared worker's set-up;
   ready         the run's pool, the next candidate handed over once the prepared worker is set up (a model that
                 thinks for some seconds between evaluations).
+Every mode runs sandboxed or not as `--sandbox` says: on (the OS sandbox, each worker's caches seeded with the
+trusted builds, evaluate/trusted_cache.py), off (unconfined, the user's shared caches), or unseeded (sandboxed with
+fresh empty caches, as before the trusted builds existed). With the sandbox, the trusted builds are made first, once
+(`first_worker_s`), so that one-time cost is not in any mode's medians. The summary gives each mode's median wall
+time and median seconds per stage (`stage_s` of the results).
 
   python3 scripts/eval_wall.py attention kernels/attention/triton_fa2 --runs 5 --json out.json
   python3 scripts/eval_wall.py gemm kernels/gemm/triton_tiled --device interpret     # a dry run on the CPU
+  python3 scripts/eval_wall.py gemm kernels/gemm/triton_tiled --modes cold --sandbox on     # then --sandbox off
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
     from avo.gpus import resolve
 
     settings = dict(item.split("=", 1) for item in args.set)
+    settings["sandbox"] = "off" if args.sandbox == "off" else "on"
     if mode == "before":
         settings["target_error"] = "0"
     gpu, config = resolve("auto", args.device), EvalConfig(**settings)
@@ -95,6 +102,32 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
     return rows
 
 
+def stage_medians(rows: list[dict]) -> dict[str, float]:
+    """The median seconds of each stage over the rows (a stage some rows lack: over those that have it)."""
+    stages = dict.fromkeys(name for row in rows for name in row["stage_s"])
+    return {name: round(statistics.median(row["stage_s"][name] for row in rows if name in row["stage_s"]), 3)
+            for name in stages}
+
+
+def first_worker(args) -> float | None:
+    """Seconds to start the first sandboxed worker where the trusted builds are not made yet (a set-up-only worker
+    makes them first: once per toolchain and machine); None unsandboxed."""
+    if args.sandbox != "on":
+        return None
+    from avo.config import EvalConfig
+    from avo.evaluate.harness import Evaluator
+    from avo.gpus import resolve
+
+    config = EvalConfig(**dict(item.split("=", 1) for item in args.set), sandbox="on")
+    evaluator = Evaluator(args.task, device=args.device, gpu=resolve("auto", args.device), config=config,
+                          prewarm=True)
+    began = time.monotonic()
+    evaluator.warm()
+    spent = round(time.monotonic() - began, 3)
+    evaluator.close()
+    return spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task")
@@ -102,23 +135,34 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--modes", default="before,cold,back-to-back,ready")
+    parser.add_argument("--sandbox", choices=("on", "off", "unseeded"), default="on",
+                        help="sandboxed with the trusted builds (on), unconfined (off), or sandboxed with empty "
+                             "caches (unseeded)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an EvalConfig setting for every mode, e.g. --set warmup_ms=10")
     args = parser.parse_args()
+    if args.sandbox == "unseeded":
+        from avo.evaluate import worker_process
+
+        worker_process._trusted_caches = lambda *_, **__: None  # every worker's caches start empty
     summary, rows = {}, []
+    built = first_worker(args)
     with tempfile.TemporaryDirectory(prefix="avo-evalwall-") as tmp:
         for mode in args.modes.split(","):
             measured = measure(mode, args, fresh_copies(args.seed, args.runs, Path(tmp) / mode))
             rows += measured
-            walls = [r["wall_s"] for r in measured if r["status"] == "correct"]
-            fitness = [r["fitness"] for r in measured if r["status"] == "correct"]
+            correct = [r for r in measured if r["status"] == "correct"]
+            walls = [r["wall_s"] for r in correct]
             summary[mode] = {"median_wall_s": statistics.median(walls) if walls else None, "walls": walls,
-                             "fitness": fitness, "correct": len(walls), "of": len(measured)}
-    print(json.dumps({"task": args.task, "seed": str(args.seed), "device": args.device, "summary": summary},
-                     indent=1))
+                             "median_stage_s": stage_medians(correct), "fitness": [r["fitness"] for r in correct],
+                             "correct": len(walls), "of": len(measured)}
+    where = "interpreter wall clock on the CPU, not GPU performance" if args.device == "interpret" else args.device
+    print(json.dumps({"task": args.task, "seed": str(args.seed), "device": args.device, "timing": where,
+                      "sandbox": args.sandbox, "first_worker_s": built, "summary": summary}, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"sandbox": args.sandbox, "first_worker_s": built, "summary": summary,
+                                         "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
