@@ -6,7 +6,7 @@ gemm.cu holds the kernel and says why it is fast; this file picks a configuratio
 builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle; C's boxes of
 64 x 64 for the TMA store), launches one block per SM (or per work unit, when there are fewer), and passes the
 tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligned (K or N not a multiple of 8) go
-to a simple kernel in the same file: TMA cannot address them.
+to a simple kernel (simple.cu): TMA cannot address them.
 """
 
 from typing import NamedTuple
@@ -100,7 +100,7 @@ _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
 # Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept).
 _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N]
 _LARGE = {n: _Build(BLOCK_M, n, STAGES + (n == 128 < BLOCK_N), CONSUMERS, CLUSTER_M) for n in _WIDTHS}
-_SIMPLE = _FEW.module  # gemm_simple_* do not depend on the defines
+_SIMPLE = load_module("simple.cu")
 
 _SMS: dict = {}
 _PLANS: dict = {}
