@@ -3,6 +3,7 @@
 - `harness.py`: the parent side: spawns the worker with a scrubbed environment inside the OS sandbox, applies the
   stage limits, kills its process group when one is exceeded, reads its signed verdict from the result pipe.
 - `worker_process.py`: one worker process, started ahead of its candidate; its box, result channel and token.
+- `trusted_cache.py`: the builds a set-up-only worker made, copied into each sandboxed worker's private caches.
 - `sandbox.py`: the bubblewrap sandbox evaluation workers and the shell tool run in (PID namespace, no network,
   read-only system, home and runs folders masked).
 - `plausible.py`: the parent's own check of a GPU result against the GPU's peak FLOP rate and HBM bandwidth.
