@@ -1,0 +1,40 @@
+"""On a GPU: the trusted builds are Triton's driver stub and the warm-up kernel (and, before Triton 3.9, its
+launcher), and a sandboxed worker seeded with them sets up without building them again (Triton replaces a cache file
+it rebuilds, so every seeded file keeps its inode)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from avo.config import EvalConfig
+from avo.evaluate import sandbox, trusted_cache
+from avo.evaluate.harness import Evaluator, scrubbed_env
+from avo.evaluate.worker_process import WorkerProcess
+from avo.util import safe_files
+import needs
+
+pytestmark = [pytest.mark.gpu, needs.bwrap]
+
+
+def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_up_kernel(tmp_path, monkeypatch):
+    from avo.gpus import resolve
+
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
+    evaluator = Evaluator("gemm", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
+    setup, env = evaluator.setup(), scrubbed_env("cuda")
+    worker = WorkerProcess(setup, env, wrap=sandbox.command)
+    try:
+        trusted = trusted_cache.folder(trusted_cache.key(setup, env))
+        names = [rel.rsplit("/", 1)[-1] for rel, _ in safe_files.regular_files(trusted)]
+        assert any(name.startswith("cuda_utils") for name in names), names
+        assert any(name.startswith("_add_one") and name.endswith(".cubin") for name in names), names
+        cache = worker.path / "cache"
+        seeded = {rel: os.stat(cache / rel).st_ino for rel, _ in safe_files.regular_files(cache)}
+        assert worker.ready(300), worker.stderr_tail(3000)
+        after = {rel: os.stat(cache / rel).st_ino for rel, _ in safe_files.regular_files(cache)}
+        assert {rel: after.get(rel) for rel in seeded} == seeded  # nothing rebuilt
+        assert not [rel for rel in after if rel not in seeded and rel.endswith(".so")]  # no stub or launcher built
+    finally:
+        worker.discard()
