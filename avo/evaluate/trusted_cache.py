@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from avo.util import safe_files
+from avo.util import procs, safe_files
 from avo.util.cache import cache_root
 
 FOLDER = "trusted-caches"
@@ -84,9 +84,11 @@ def ensure(digest: str, build: Callable[[Path], bool]) -> Path | None:
         if digest in _failed:
             return None
         final = folder(digest)
-        scratch = final.parent / f".building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        scratch = final.parent / f"avo-building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            scratch.mkdir(parents=True)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            procs.sweep_stale(final.parent)  # what a killed avo left half built
+            scratch.mkdir()
             built = build(scratch)
             if built:
                 try:
@@ -127,8 +129,19 @@ def take(cache: Path, dest: Path) -> bool:
     return True
 
 
-def seed(trusted: Path, cache: Path) -> None:
-    """Give a new worker's cache folder (`cache/` in its box, before it starts) its own copy of the trusted one."""
+def seed(trusted: Path, cache: Path) -> bool:
+    """Give a new worker's cache folder (`cache/` in its box, before it starts) its own copy of the trusted one;
+    False, and the folder removed, where the trusted copy holds something other than regular files or cannot be
+    read (the worker then starts with empty caches)."""
+    try:
+        _copy_in(trusted, cache)
+    except (safe_files.UnsafeFile, OSError):
+        shutil.rmtree(cache, ignore_errors=True)
+        return False
+    return True
+
+
+def _copy_in(trusted: Path, cache: Path) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     for rel, st in safe_files.regular_files(trusted):
         data = safe_files.read_bytes(trusted, rel)

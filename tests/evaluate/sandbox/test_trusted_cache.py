@@ -162,3 +162,17 @@ def test_a_build_that_failed_is_not_tried_again_and_a_good_one_is_kept(tmp_path,
     assert kept == trusted_cache.folder("good") and (kept / "made").read_text() == "x"
     assert trusted_cache.ensure("good", failing) == kept and len(calls) == 1
     assert [p.name for p in kept.parent.iterdir()] == ["good"]  # no scratch folder left
+
+
+def test_a_trusted_copy_holding_a_link_seeds_nothing_and_a_killed_builds_leftovers_are_swept(tmp_path, monkeypatch):
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    safe_files.write_bytes(trusted, "triton/abc/stub.so", b"stub")
+    (trusted / "triton" / "abc" / "passwd.so").symlink_to("/etc/passwd")
+    cache = tmp_path / "box" / "cache"
+    assert not trusted_cache.seed(trusted, cache) and not cache.exists()
+
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "root"))
+    left = trusted_cache.folder("x").parent / "avo-building-999999999-dead"  # no such process
+    left.mkdir(parents=True)
+    assert trusted_cache.ensure("swept", lambda dest: True) is not None and not left.exists()
