@@ -105,7 +105,7 @@ class LocalJudge:
     """The same verdicts computed in this process (no parent to judge): for profiling scripts only."""
 
     def __init__(self, ctx: Any):
-        from avo.evaluate.judge import RefCase
+        from avo.evaluate.worker.judging import RefCase
 
         self.refs = [RefCase(index=h["index"], name=h["case"], label=h["label"], tolerance=h["tolerance"],
                              out_shape=h["out_shape"], out_dtype=h["out_dtype"], tensor=ref.cpu(),
@@ -117,7 +117,7 @@ class LocalJudge:
         self.outputs.setdefault(cand, {})[index] = (header, bytes(frames.tensor_bytes(out)))
 
     def verdicts(self, cand: int) -> dict:
-        from avo.evaluate.judge import compare
+        from avo.evaluate.worker.judging import compare
 
         outputs = self.outputs.pop(cand, {})
         return {"verdict": cand, "cases": [compare(self.refs[i], *outputs[i]) for i in sorted(outputs)]}
