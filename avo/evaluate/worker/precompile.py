@@ -8,9 +8,10 @@ every Triton launch only hands its compile to us (through Triton's AsyncCompileM
 The compiles then run in parallel, in one of two ways:
 
 - processes (where os.fork exists): forked children of the worker, each compiling its share into Triton's cache on
-  disk, reporting each kernel it compiled, and exiting; the worker then loads each from that cache (a cache hit:
-  milliseconds). Triton's compiler holds the GIL for much of its work (a busy Python thread beside one compile
-  doubles its time), so threads of one process contend for it, processes do not. A child touches no GPU:
+  disk (each kernel's launcher too, `build_launcher`), reporting each kernel it compiled, and exiting; the worker
+  then loads each from that cache (a cache hit: milliseconds). Triton's compiler holds the GIL for much of its
+  work (a busy Python thread beside one compile doubles its time), so threads of one process contend for it,
+  processes do not. A child touches no GPU:
   compiling for a named target needs no driver. What a child does stays in it but for files, and the audit hook
   refuses a candidate's writes there as in the worker; a kernel whose compile failed, or raised a Sentinel finding,
   or was not done by CHILD_LIMIT_S, is left to its first launch, in the worker;
@@ -251,10 +252,24 @@ def _child(jobs: list[Job], share: list[int], write: int) -> None:
         for i in share:
             before = findings()
             try:
-                jobs[i].compile()
+                kernel = jobs[i].compile()
             except BaseException:
                 continue
             if findings() == before:
                 os.write(write, f"{i}\n".encode())
+                build_launcher(kernel)
     finally:
         os._exit(0)
+
+
+def build_launcher(kernel: Any) -> None:
+    """The kernel's launcher built into Triton's cache as well, where its first launch finds it. Triton up to 3.6
+    compiles a C launcher per kernel signature with gcc on that first launch (about a second each; later ones have
+    a generic launcher and build nothing here); in a sandboxed worker, whose cache is its own, every launch of a new
+    signature paid that in the check stage, one after another. Best effort: whatever fails here is built there."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.launcher_cls(kernel.src, kernel.metadata)
+    except Exception:
+        pass

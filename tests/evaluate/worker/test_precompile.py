@@ -272,3 +272,26 @@ def test_the_builtin_tasks_compile_ahead_for_every_case_of_both_suites(h200):
     assert len(calls) == len(task.cases("check")) + len(task.cases("bench"))
     outcome = precompile.compile_ahead(precompile.CompilePool(2), calls)
     assert outcome.cases == len(calls) and outcome.skipped == 0 and outcome.kernels >= 2 and outcome.failed == 0
+
+
+def test_a_child_builds_the_launcher_of_each_kernel_it_compiled(tmp_path, monkeypatch):
+    """Each kernel a child compiled has its launcher built there too (Triton <= 3.6 compiles one per signature with
+    gcc on the first launch), through the active driver; a launcher that fails to build leaves the kernel reported
+    (its first launch builds it)."""
+    from triton.runtime import driver
+
+    class Kernel:
+        def __init__(self, name):
+            self.src, self.metadata = name, None
+
+    class Driver:
+        @staticmethod
+        def launcher_cls(src, metadata):
+            if src == "broken":
+                raise RuntimeError("gcc failed")
+            (tmp_path / f"launcher-{src}").write_text("built")
+
+    jobs = [precompile.Job(lambda name=name: Kernel(name)) for name in ("a", "broken", "c")]
+    monkeypatch.setattr(driver, "_active", Driver())  # what `driver.active` returns (this machine may have no GPU)
+    assert precompile.in_children(jobs, workers=2, limit_s=30) == set()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["launcher-a", "launcher-c"]
