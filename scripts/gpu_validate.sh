@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
-#                                             kernelbench kernelbench_evolve evalwall
+#                                             kernelbench kernelbench_evolve evalwall model_evolve
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -19,9 +19,19 @@ step_setup() {
 
 step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
 
+# The GPU tests, each failure's report written to $OUT/failures.txt as it happens (a call cut by its time limit
+# keeps them). TESTS: which (default all). GPU_SHARE=1 or 2: one of two halves of about 5 minutes each on the H200
+# (the cheats and the harness's timing tests; everything else), for a suite longer than one call.
+HALF_ONE="tests/evaluate/test_cheats.py tests/evaluate/test_harness_gpu.py"
 step_tests() {
-  timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -q -rs -p no:cacheprovider --durations=15 ${TESTS:-} 2>&1 \
-    | tee "$OUT/pytest_gpu.txt" | tail -40
+  local tests=${TESTS:-}
+  case "${GPU_SHARE:-}" in
+    1) tests=$HALF_ONE ;;
+    2) tests=$(for f in $HALF_ONE; do printf -- '--ignore=%s ' "$f"; done) ;;
+  esac
+  AVO_TEST_FAILURES="$OUT/failures.txt" timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -rs \
+    -p no:cacheprovider --durations=15 $tests 2>&1 | tee "$OUT/pytest_gpu.txt" \
+    | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -60
 }
 
 # Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
@@ -90,6 +100,20 @@ step_evolve() {
     --runs-dir "$runs" 2>&1 | tee "$OUT/evolve-$name.log" | tail -15
   avo export latest -o "$OUT/$name.avo.tar" --runs-dir "$runs"
   avo report latest --runs-dir "$runs" -o "/tmp/report-$name" > /dev/null && cp "/tmp/report-$name/report.md" "$OUT/report-$name.md"
+}
+
+# An evolve for a model's shapes from the task's default seed (the workload from a Hugging Face config.json):
+# EVOLVE_KERNEL attention or gemm, MODEL, TOKENS, EVOLVE_HOURS; the run exported, and its baseline's and best's
+# per-case results (each bucket's cases before and after) kept beside it.
+step_model_evolve() {
+  local kernel=${EVOLVE_KERNEL:-attention} model=${MODEL:-examples/models/llama-3-8b.json}
+  local tokens=${TOKENS:-1024,4096,16384} hours=${EVOLVE_HOURS:-0.16} runs=/tmp/avo-model-runs
+  local name; name=$kernel-from-$(basename "$model" .json)
+  avo evolve --kernel "$kernel" --model "$model" --tokens "$tokens" --hours "$hours" --agent heuristic --quiet \
+    --runs-dir "$runs" 2>&1 | tee "$OUT/evolve-$name.log" | tail -15
+  avo export latest -o "$OUT/$name.avo.tar" --runs-dir "$runs"
+  for which in baseline best; do avo show latest "$which" --runs-dir "$runs" > "$OUT/$which-$name.txt" 2>&1; done
+  tail -30 "$OUT/best-$name.txt"
 }
 
 # The replay backend re-issues a recorded transcript's model turns (REPLAY_FROM) against this GPU's evaluator.

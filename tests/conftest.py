@@ -1,7 +1,11 @@
 """Shared test set-up: tests marked `gpu` skip cleanly on machines without an NVIDIA GPU; `private_cache` gives a
-module a cache of its own (`pytestmark = pytest.mark.usefixtures("private_cache")`)."""
+module a cache of its own (`pytestmark = pytest.mark.usefixtures("private_cache")`); with AVO_TEST_FAILURES=FILE
+each failure's report is appended to FILE as it happens (a run on a lent GPU may be cut by its time limit before
+pytest prints its summary)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -25,6 +29,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get("AVO_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a") as out:
+            out.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
 @pytest.fixture(scope="module")
