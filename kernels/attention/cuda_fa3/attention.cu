@@ -4,15 +4,19 @@
 //
 // Why it is fast:
 //   - warp specialization: warpgroup 0 is the producer, one thread issuing TMA copies (Q once, then K and V tiles
-//     into a STAGES-deep shared-memory ring with full/empty mbarriers per tile); two consumer warpgroups, 64 query
-//     rows each, only compute. setmaxnreg moves registers to the consumers (O, S and P live in registers);
+//     into a STAGES-deep shared-memory ring with full/empty mbarriers per tile); CONSUMERS warpgroups of 64 query
+//     rows each only compute. setmaxnreg moves registers to the consumers (O, S and P live in registers);
+//   - CONSUMERS = 3 (head dim 64 only): 192-row tiles. O is half the size at D = 64, so a third consumer fits in the
+//     register file (160 each instead of 240); each K/V tile then serves 192 query rows, and with three warpgroups
+//     taking turns two softmaxes hide under every matmul, which fills the tensor cores better (FlashAttention-3
+//     takes 192-row tiles at D = 64 too);
 //   - both matmuls on wgmma: S = Q Kᵀ with both operands in shared memory (TMA's 128-byte swizzle, no ldmatrix),
 //     then O += P V with P taken straight from the softmax's registers (the accumulator layout of S is the A-operand
 //     layout of 16-bit P), so P never touches shared memory;
 //   - OVERLAP (intra-warpgroup pipelining): block j's Q Kᵀ and block j-1's P V are issued together, and block j's
 //     softmax runs while P V is still on the tensor cores;
-//   - PINGPONG: the two consumer warpgroups take turns issuing their matmuls (two named barriers pass a token), so
-//     one's softmax (exp2 on the special-function units) runs under the other's matmuls;
+//   - PINGPONG: the consumer warpgroups take turns issuing their matmuls (a token passed round them over one named
+//     barrier each), so one's softmax (exp2 on the special-function units) runs under the others' matmuls;
 //   - PERSISTENT (non-causal): one block per SM walks the tiles, and the producer loads the next tile's Q and first
 //     K/V blocks while the consumers finish the last one (its final P V and the stores of O);
 //   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 1 (the
@@ -40,11 +44,18 @@
 #ifndef ORDER
 #define ORDER 1
 #endif
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
 
-constexpr int BLOCK_M = 128;                // query rows per block: 64 per consumer warpgroup
-constexpr int THREADS = 384;                // producer warpgroup + 2 consumer warpgroups
+constexpr int BLOCK_M = 64 * CONSUMERS;     // query rows per block: 64 per consumer warpgroup
+constexpr int THREADS = 128 * (CONSUMERS + 1);  // a producer warpgroup + the consumer warpgroups
 constexpr int PRODUCER_REGS = 24;
-constexpr int CONSUMER_REGS = 240;
+// What the consumers may take of the 65536 registers of the block (one block per SM) once the producer is down to
+// PRODUCER_REGS, rounded down to setmaxnreg's multiple of 8: 240 for two (as FlashAttention-3), 160 for three.
+constexpr int CONSUMER_REGS = (65536 - 128 * PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
+static_assert(CONSUMERS == 2 || CONSUMERS == 3, "CONSUMERS: 2 or 3 consumer warpgroups");
+static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "register budgets over the file");
 constexpr int BOX_ROW = 128;                // bytes per row of a 64-column box (the swizzle span)
 constexpr int Q_BOX = BLOCK_M * BOX_ROW;    // one 64-column box of the Q tile
 constexpr int KV_BOX = BLOCK_N * BOX_ROW;   // one 64-column box of a K or V tile
@@ -52,8 +63,8 @@ static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 192,
               "BLOCK_N: 64, 96, 128, 160, 176 or 192 (the widths wgmma.cuh has wrappers for)");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER: 0 (ascending), 1 (heaviest first per head), 2 (heaviest first)");
-// kernel.py passes D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 + 2048 bytes of dynamic shared memory: the Q
-// tile, the K and V rings, 1 KB to align them to the swizzle atom and 1 KB for barriers.
+// kernel.py launches THREADS threads with D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 + 2048 bytes of dynamic
+// shared memory: the Q tile, the K and V rings, 1 KB to align them to the swizzle atom and 1 KB for barriers.
 
 template <bool FP16, int N>
 __device__ __forceinline__ void mma_kk(float (&d)[N / 2], unsigned long long da, unsigned long long db, int scale) {
@@ -158,14 +169,16 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[
         }
 }
 
-// Ping-pong: a consumer waits for its token (hardware barrier 1 + c) before issuing matmuls and passes it to the
-// other one after. Consumer 1 hands the first token over and keeps its last one, so every barrier phase completes.
+// Ping-pong: a consumer waits for its token (hardware barrier 1 + c, its 128 threads and the 128 of the one before)
+// before issuing matmuls and passes it round to the next one (c + 1, the last to 0) after, so they issue in turn
+// 0, 1, .., 0, 1, ... The last consumer hands the first token over and keeps its last one, so every barrier phase
+// completes: each barrier sees as many arrivals as waits per tile.
 __device__ __forceinline__ void token_wait(int c) {
     if constexpr (PINGPONG) named_barrier(1 + c, 256);
 }
 __device__ __forceinline__ void token_pass(int c, bool last) {
     if constexpr (PINGPONG) {
-        if (!(last && c == 1)) named_barrier_arrive(2 - c, 256);
+        if (!(last && c == CONSUMERS - 1)) named_barrier_arrive(1 + (c + 1) % CONSUMERS, 256);
     }
 }
 
@@ -284,7 +297,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     m[0] = m[1] = __int_as_float(0xff800000);
     l[0] = l[1] = 0.f;
-    if (PINGPONG && c == 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
+    if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
     mbar_wait(sm.full_q, q_phase);
 
     auto needs_mask = [&](int j) {
@@ -368,17 +381,18 @@ template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
                                                unsigned short* O, int S, int Hq, int group, int heads, float scale,
                                                bool causal) {
+    static_assert(CONSUMERS == 2 || D == 64, "three consumer warpgroups fit the register file at head dim 64 only");
     extern __shared__ unsigned char smem_raw[];
     const Smem<D> sm(smem_raw);
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; ++i) {
             mbar_init(&sm.full_k[i], 1);
             mbar_init(&sm.full_v[i], 1);
-            mbar_init(&sm.empty_k[i], 2);  // one arrival per consumer warpgroup
-            mbar_init(&sm.empty_v[i], 2);
+            mbar_init(&sm.empty_k[i], CONSUMERS);  // one arrival per consumer warpgroup
+            mbar_init(&sm.empty_v[i], CONSUMERS);
         }
         mbar_init(sm.full_q, 1);
-        mbar_init(sm.empty_q, 2);
+        mbar_init(sm.empty_q, CONSUMERS);
         mbar_fence_init();
     }
     __syncthreads();

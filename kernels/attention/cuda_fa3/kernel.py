@@ -1,19 +1,23 @@
 """Attention forward in CUDA C++ for Hopper, FlashAttention-3 style: TMA loads, warp-specialized wgmma for both
-matmuls, P fed from registers, ping-pong between two consumer warpgroups, block j's softmax under block j-1's P V.
+matmuls, P fed from registers, ping-pong between the consumer warpgroups, block j's softmax under block j-1's P V.
 Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16.
 
-attention.cu holds the kernel and says why it is fast; this file builds the TMA maps of q, k and v (3-D views
-[B x H, S, D], boxes of 128 or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
-names (one block per SM when PERSISTENT and not causal, else one per tile), and passes the tunables below to the
-compiler as -D defines (one build per dtype and head dim).
+attention.cu holds the kernel and says why it is fast; this file picks a configuration per shape bucket (the table
+below), builds the TMA maps of q, k and v (3-D views [B x H, S, D], boxes of BLOCK_M or BLOCK_N rows x 64 columns,
+128-byte swizzle), sizes the grid in the order ORDER names (one block per SM when PERSISTENT and not causal, else
+one per tile), and passes the tunables to the compiler as -D defines (one build per configuration and dtype).
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 
 from avo.cuda import load_module, tensor_map
 
+# The shared configuration: every knob below serves every bucket that has no entry of its own for it, and BLOCK_N,
+# PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past SHORT_S: the bench suite's shapes,
+# 1.03-1.06x cuDNN there, measured as BENCHMARKS.md says).
 BLOCK_N = 192  # avo: tune 64 96 128 160 176 192
 STAGES = 2  # avo: tune 2 3
 PINGPONG = True  # avo: tune False True
@@ -21,16 +25,86 @@ OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
 
-BLOCK_M = 128  # query rows per block: 64 per consumer warpgroup (fixed in attention.cu)
-CONSUMERS = 2  # consumer warpgroups per block; a producer warpgroup comes on top (fixed in attention.cu)
+BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer warpgroup
+CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
+
+# The other buckets' entries, each tuned from its own cases (bucket() below says which those are). None of their
+# defaults has been measured yet: they are guesses, and scripts/fa3_plan_sweep.py times them against the shared
+# configuration.
+SHORT_S = 1024
+TABLE = {
+    # D = 128, S <= SHORT_S. 128-wide K/V blocks: S = 512 and 1024 are whole numbers of them (192 pads the last
+    # block of a row by 12%), and a causal tile's diagonal ends on a block edge.
+    "d128_short": dict(
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
+        PERSISTENT=True,  # avo: tune False True bucket=d128_short
+    ),
+    # D = 64: three consumer warpgroups (192-row tiles; WARPGROUPS 2 is the shared 128-row one), as FlashAttention-3
+    # takes at D = 64: O is half the size, so each of the three fits in 160 registers. 128 is the widest K/V block
+    # they hold without spills (160 spills 208 bytes with nvcc 13.0); FlashAttention-3 takes 192 x 128 for causal.
+    "d64": dict(
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64
+        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
+        PERSISTENT=True,  # avo: tune False True bucket=d64
+    ),
+    # D = 64, S <= SHORT_S: as d64 until measured apart.
+    "d64_short": dict(
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
+        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64_short
+        PERSISTENT=True,  # avo: tune False True bucket=d64_short
+    ),
+}
+
+
+def bucket(B, Hq, Hkv, S, D, causal):
+    """The entry a shape takes: by head dim, and short sequences apart (avo's heuristic reads this rule too)."""
+    if D == 64:
+        return "d64_short" if S <= SHORT_S else "d64"
+    return "d128_short" if S <= SHORT_S else "d128"
+
+
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-# One build per dtype and head dim, so the evaluator (and a first call) compiles them in parallel, not in series.
-_MODULES = {(dtype, d): load_module("attention.cu", defines={
-    "BLOCK_N": BLOCK_N, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP, "ORDER": ORDER,
-    "PERSISTENT": PERSISTENT, "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
-}) for dtype in _DTYPES.values() for d in (64, 128)}
 _SMEM_LIMIT = 227 * 1024
 LOG2E = 1.0 / math.log(2.0)
+
+
+class _Build:
+    """One compiled configuration (head dim, K/V block width, consumer warpgroups), one module per dtype."""
+
+    def __init__(self, d: int, block_n: int, consumers: int):
+        self.d, self.block_n, self.consumers = d, block_n, consumers
+        self.block_m = 64 * consumers
+        self.threads = 128 * (consumers + 1)
+        # The Q tile, STAGES K tiles and STAGES V tiles, 1 KB to align them to the swizzle atom, 1 KB for barriers.
+        self.smem = (self.block_m * d + 2 * STAGES * block_n * d) * 2 + 2048
+        self.modules = {dtype: load_module("attention.cu", defines={
+            "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP,
+            "ORDER": ORDER, "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
+        }) for dtype in _DTYPES.values()}
+
+
+class Plan(NamedTuple):
+    """What one bucket's shapes run: a build, and whether a non-causal grid is persistent."""
+
+    build: _Build
+    persistent: bool
+
+
+def _plans() -> dict[str, Plan]:
+    """Every bucket's plan; each distinct build is declared once, here at import, so avo compiles them all ahead
+    and in parallel."""
+    builds: dict[tuple, _Build] = {}
+    plans = {}
+    for name, d in (("d128", 128), ("d128_short", 128), ("d64", 64), ("d64_short", 64)):
+        entry = TABLE.get(name, {})
+        key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS))
+        if key not in builds:
+            builds[key] = _Build(*key)
+        plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT))
+    return plans
+
+
+PLANS = _plans()
 _SMS: dict = {}
 
 
@@ -40,9 +114,8 @@ def _sm_count(device) -> int:
     return _SMS[device]
 
 
-def _smem_bytes(d: int) -> int:
-    """The Q tile, STAGES K tiles and STAGES V tiles, 1 KB to align them to the swizzle atom, 1 KB for barriers."""
-    return (BLOCK_M * d + 2 * STAGES * BLOCK_N * d) * 2 + 2048
+def plan(B: int, Hq: int, Hkv: int, S: int, D: int, causal: bool) -> Plan:
+    return PLANS[bucket(B, Hq, Hkv, S, D, causal)]
 
 
 def attention(q, k, v, causal, sm_scale):
@@ -55,21 +128,31 @@ def attention(q, k, v, causal, sm_scale):
         raise ValueError(f"q, k and v must all be bfloat16 or float16; got {q.dtype}, {k.dtype}, {v.dtype}")
     if Hq % Hkv or tuple(k.shape) != (B, Hkv, S, D) or tuple(v.shape) != (B, Hkv, S, D):
         raise ValueError(f"shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit attention")
-    smem = _smem_bytes(D)
-    if smem > _SMEM_LIMIT:
-        raise ValueError(f"BLOCK_N={BLOCK_N}, STAGES={STAGES} need {smem} bytes of shared memory at D={D}: "
-                         f"over {_SMEM_LIMIT}")
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty((B, Hq, S, D), dtype=q.dtype, device=q.device)
-    map_q = tensor_map(q.view(B * Hq, S, D), box=(1, BLOCK_M, 64))
-    map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
-    map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, BLOCK_N, 64))
-    # Tiles of 128 query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs as
-    # they free up, which balances them better than a fixed split; equal non-causal tiles gain from a persistent grid.
-    tiles = -(-S // BLOCK_M) * B * Hq
-    grid = min(tiles, _sm_count(q.device)) if PERSISTENT and not causal else tiles
+    return launch(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale)
+
+
+def launch(planned: Plan, q, k, v, o, causal, sm_scale):
+    """Run one plan on contiguous q, k, v into o (contiguous, q's shape and dtype); returns o."""
+    build = planned.build
+    B, Hq, S, D = q.shape
+    Hkv = k.shape[1]
+    if build.d != D:
+        raise ValueError(f"this build is for head dim {build.d}, not {D}")
+    if build.smem > _SMEM_LIMIT:
+        raise ValueError(f"BLOCK_N={build.block_n}, STAGES={STAGES} with {build.consumers} consumer warpgroups need "
+                         f"{build.smem} bytes of shared memory at D={D}: over {_SMEM_LIMIT}")
+    map_q = tensor_map(q.view(B * Hq, S, D), box=(1, build.block_m, 64))
+    map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, build.block_n, 64))
+    map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, build.block_n, 64))
+    # Tiles of BLOCK_M query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs
+    # as they free up, which balances them better than a fixed split; equal non-causal tiles gain from a persistent
+    # grid.
+    tiles = -(-S // build.block_m) * B * Hq
+    grid = min(tiles, _sm_count(q.device)) if planned.persistent and not causal else tiles
     dtype = _DTYPES[q.dtype]
-    _MODULES[dtype, D].launch(f"attention_{dtype}_d{D}", grid, 384, (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq,
-                                                                  float(sm_scale) * LOG2E, int(bool(causal))),
-                              shared_mem=smem)
+    build.modules[dtype].launch(f"attention_{dtype}_d{D}", grid, build.threads,
+                                (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E,
+                                 int(bool(causal))), shared_mem=build.smem)
     return o
