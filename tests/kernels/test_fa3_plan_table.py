@@ -1,0 +1,114 @@
+"""attention/cuda_fa3's per-shape table on the CPU: the bench suite keeps the single configuration it had before the
+table (same build, same defines), the other buckets take their entries, each entry's knobs reach its build, avo
+reads the bucket rule as Python runs it, and the builds the entries can name compile for sm_90a without spills. The
+GPU side of the same builds is tests/kernels/test_fa3_plans.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import needs
+
+from avo.agent.buckets import case_buckets
+from avo.agent.heuristic.knobs import render
+from avo.cuda import declared_builds
+from avo.evaluate.cuda_compile import compile_check
+from avo.evaluate.worker.loader import load_entry
+from avo.tasks import load
+
+SEED = Path(__file__).resolve().parents[2] / "kernels" / "attention" / "cuda_fa3"
+# The one build per dtype the seed compiled for D = 128 before the table (then with -DPERSISTENT=1, a define the
+# kernel never read: the wrapper sizes the grid), and its grid choice.
+BEFORE = ("-DBLOCK_N=192", "-DCONSUMERS=2", "-DSTAGES=2", "-DPINGPONG=1", "-DOVERLAP=1", "-DORDER=1")
+BEFORE_SMEM = (128 * 128 + 2 * 2 * 192 * 128) * 2 + 2048
+
+
+def seed_module(folder: Path = SEED):
+    return load_entry(folder, "attention").__globals__
+
+
+def planned(module, case):
+    p = case.params
+    return module["plan"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"])
+
+
+def test_every_bench_case_runs_the_configuration_it_ran_before_the_table():
+    module = seed_module()
+    for case in load("attention").cases("bench"):
+        plan = planned(module, case)
+        build = plan.build
+        assert (build.d, build.block_n, build.consumers, build.block_m, build.threads) == (128, 192, 2, 128, 384)
+        assert plan.persistent is True and build.smem == BEFORE_SMEM, case.name
+        for dtype, fp16 in (("bf16", 0), ("fp16", 1)):
+            assert build.modules[dtype].build.flags == BEFORE + (f"-DKERNEL_FP16={fp16}", "-DKERNEL_D=128")
+
+
+def test_wide_cases_take_their_buckets_entries():
+    module = seed_module()
+    seen = set()
+    for case in load("attention").cases("wide"):
+        p, build = case.params, planned(module, case).build
+        seen.add(module["bucket"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"]))
+        assert build.d == p["D"], case.name
+        if p["D"] == 64:  # three consumer warpgroups: 192-row tiles, 512 threads
+            assert (build.consumers, build.block_m, build.threads, build.block_n) == (3, 192, 512, 128), case.name
+        elif p["S"] <= module["SHORT_S"]:
+            assert (build.consumers, build.block_n) == (2, 128), case.name
+        else:
+            assert (build.consumers, build.block_n) == (2, 192), case.name
+    assert seen == {"d64", "d64_short", "d128", "d128_short"}
+
+
+def test_avo_reads_the_bucket_rule_as_python_runs_it():
+    module, task = seed_module(), load("attention")
+    source = (SEED / "kernel.py").read_text()
+    for suite in ("bench", "wide", "check"):
+        cases = task.cases(suite)
+        read = case_buckets(source, cases)
+        assert read and read == {c.name: module["bucket"](*(c.params[n] for n in ("B", "Hq", "Hkv", "S", "D",
+                                                                                     "causal"))) for c in cases}
+
+
+def variant(tmp_path: Path, **knobs) -> Path:
+    """A copy of the seed with some knobs set, as the heuristic agent writes it."""
+    folder = tmp_path / "cuda_fa3"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render((SEED / "kernel.py").read_text(), knobs))
+    return folder
+
+
+def test_each_entrys_knobs_reach_its_own_build_only(tmp_path):
+    folder = variant(tmp_path, **{"WARPGROUPS@d64": 2, "BLOCK_N@d64": 176, "PERSISTENT@d64": False,
+                                  "BLOCK_N@d128_short": 96, "PERSISTENT@d128_short": False})
+    module = seed_module(folder)
+    plans = module["PLANS"]
+    d64, short = plans["d64"], plans["d128_short"]
+    assert (d64.build.consumers, d64.build.block_m, d64.build.block_n, d64.persistent) == (2, 128, 176, False)
+    assert (short.build.consumers, short.build.block_n, short.persistent) == (2, 96, False)
+    assert "-DCONSUMERS=2" in d64.build.modules["bf16"].build.flags
+    untouched = plans["d64_short"].build  # the bucket beside it keeps its own entry
+    assert (untouched.consumers, untouched.block_n, plans["d64_short"].persistent) == (3, 128, True)
+    assert plans["d128"].build.modules["bf16"].build.flags == BEFORE + ("-DKERNEL_FP16=0", "-DKERNEL_D=128")
+
+
+def test_buckets_with_the_same_configuration_share_one_build():
+    module = seed_module()
+    plans = module["PLANS"]
+    assert plans["d64"].build is plans["d64_short"].build
+    assert len({id(p.build) for p in plans.values()}) == 3
+
+
+@needs.nvcc
+def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills(tmp_path):
+    """Three consumers hold BLOCK_N 64 and 96 in their 160 registers as they hold the default 128 (which
+    tests/kernels/test_cuda_seeds.py compiles with the seed's other builds); so does D = 128 at BLOCK_N 64."""
+    folder = variant(tmp_path, **{"BLOCK_N@d128_short": 64, "BLOCK_N@d64": 96, "BLOCK_N@d64_short": 64})
+    assert {(b.block_n, b.consumers) for b in (p.build for p in seed_module(folder)["PLANS"].values())} == \
+        {(192, 2), (64, 2), (96, 3), (64, 3)}
+    check = compile_check(folder, "sm_90a")
+    assert check.ok, check.log
+    assert len(declared_builds(folder)) == len(check.resources) == 8
+    for name, facts in check.resources.items():
+        assert 0 < facts["registers"] <= 255, name
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
