@@ -45,7 +45,8 @@ def run_checks() -> list[Check]:
     return [check_gpu(), check_torch(), check_triton(), check_tool("nvcc", ["--version"], "install the CUDA toolkit "
             "(only CUDA C++ candidates need it)"), check_tool("ncu", ["--version"], "install Nsight Compute (for "
             "`avo profile` and the agent's profile tool)"), check_tool("git", ["--version"], "install git (the "
-            "lineage is a git repository)", required=True), check_cupy(), check_sandbox(), *check_keys()]
+            "lineage is a git repository)", required=True), check_cupy(), check_sandbox(), *check_counters(),
+            *check_keys()]
 
 
 def check_sandbox() -> Check:
@@ -57,6 +58,21 @@ def check_sandbox() -> Check:
         return Check("sandbox", False, f"{why}: runs with an LLM agent refuse to start without it (--no-sandbox "
                      "runs candidates unconfined)", sandbox.INSTALL)
     return Check("sandbox", True, f"bubblewrap ({sandbox.find()}): candidates and the shell run confined")
+
+
+def check_counters() -> list[Check]:
+    """Whether ncu may read performance counters inside the sandbox, where no process has CAP_SYS_ADMIN; no line
+    where no NVIDIA driver says."""
+    from avo.profile.ncu import counters_restricted
+
+    restricted = counters_restricted()
+    if restricted is None:
+        return []
+    if restricted:
+        return [Check("GPU counters", False, "the driver lets only admins read them, so `avo profile` and the profile "
+                      "tool are refused them in the sandbox", "load the nvidia module with "
+                      "NVreg_RestrictProfilingToAdminUsers=0, or --no-sandbox for a kernel you trust")]
+    return [Check("GPU counters", True, "open to every user: ncu profiles inside the sandbox")]
 
 
 def check_gpu() -> Check:

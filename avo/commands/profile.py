@@ -15,6 +15,15 @@ def register(app: typer.Typer) -> None:
     app.command("inspect")(inspect)
 
 
+NO_SANDBOX_HELP = ("Run the candidate's code outside the OS sandbox (for a kernel you trust, e.g. where the driver "
+                   "refuses a sandboxed ncu the performance counters).")
+
+
+def _sandbox(no_sandbox: bool) -> str:
+    """The evaluations' policy: the sandbox where it works, unless switched off."""
+    return "off" if no_sandbox else "auto"
+
+
 def _candidate(path: Path) -> Path:
     if not path.is_dir():
         raise UserError(f"candidate folder not found: {path}")
@@ -33,6 +42,7 @@ def profile(
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds before ncu is stopped."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help=NO_SANDBOX_HELP),
 ) -> None:
     """Profile one bench case of CANDIDATE with Nsight Compute and print a compact summary."""
     from avo.gpus import nvml_device_name, resolve
@@ -52,7 +62,8 @@ def profile(
         opened = Run.open(run, runs_dir)
         out_dir = opened.profiles_dir
         opened.close()
-    result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=case, out_dir=out_dir, timeout_s=timeout)
+    result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=case, out_dir=out_dir, timeout_s=timeout,
+                               sandbox=_sandbox(no_sandbox), hide=(runs_dir,))
     if as_json:
         print(json.dumps(result.summary, indent=2))
         return
@@ -67,6 +78,8 @@ def inspect(
                             "(sm_100a)."),
     case: int = typer.Option(0, "--case", help="Bench case whose shapes pick the constexprs the wrapper uses."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report (histograms included) as JSON."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs (masked in the sandbox)."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help=NO_SANDBOX_HELP),
 ) -> None:
     """Compile CANDIDATE's kernels for a GPU without running them: registers, spills, shared memory, SASS/PTX mix."""
     from avo.gpus import resolve
@@ -75,5 +88,6 @@ def inspect(
     folder = _candidate(candidate)
     if case < 0:
         raise UserError(f"--case must be 0 or more (got {case})")
-    report = inspect_candidate(folder, kernel, gpu=resolve(gpu, "interpret"), case_index=case)
+    report = inspect_candidate(folder, kernel, gpu=resolve(gpu, "interpret"), case_index=case,
+                               sandbox=_sandbox(no_sandbox), hide=(runs_dir,))
     print(json.dumps(report.data, indent=2) if as_json else report.text)

@@ -4,6 +4,7 @@
   CSV, `ncu_summary.py` boils it down to the lines an agent reads.
 - `compiler.py`: compile facts (registers, spills, shared memory, instruction mix) for Triton (`triton_capture.py`,
   compiled for the target in a child process) and CUDA sources (nvcc); `sass.py` reads SASS and PTX.
+- `confine.py`: the children that run a candidate's code (ncu's driver, the compile capture) inside the OS sandbox.
 The agent reaches these through avo/agent/tools/profile.py.
 """
 

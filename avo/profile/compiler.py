@@ -1,7 +1,9 @@
 """What the compiler made of a candidate, without a GPU: registers, spills, shared memory, instruction mix.
 
 Triton kernels are compiled for the GPU profile's target in a child process (avo.profile.triton_capture) that runs
-the wrapper on meta tensors of one bench case, so constexprs, num_warps and num_stages are the wrapper's own. CUDA
+the wrapper on meta tensors of one bench case, so constexprs, num_warps and num_stages are the wrapper's own; that
+child runs the candidate's code, so it runs inside the evaluations' OS sandbox where its policy wants it (confine.py).
+CUDA
 sources (*.cu next to kernel.py) go through `nvcc -cubin -arch=<target> -Xptxas -v`. Both are read back with
 cuobjdump: per-kernel resource usage and a SASS opcode histogram (HGMMA, UTMALDG, LDGSTS, LDL/STL, BAR, ...); for
 sm_100a the Blackwell instructions are counted too (tcgen05.mma as UTCHMMA/UTCQMMA, tcgen05.ld/st as LDTM/STTM).
@@ -11,12 +13,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from avo.util import procs
 from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
-from avo.profile import ProfileError, sass
+from avo.profile import ProfileError, confine, sass
 from avo.profile.ncu import pick_case, run_command
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -31,8 +34,10 @@ class CompileReport:
 
 
 def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> CompileReport:
-    """Compile facts for every kernel of the candidate; ProfileError when none could be compiled."""
+                      timeout_s: float = DEFAULT_TIMEOUT_S, sandbox: str = "auto",
+                      hide: Sequence[Path] = ()) -> CompileReport:
+    """Compile facts for every kernel of the candidate; ProfileError when none could be compiled. `sandbox`:
+    EvalConfig.sandbox's policy for the compile capture; `hide`: what it masks besides the home folder and /root."""
     candidate_dir = Path(candidate_dir).resolve()
     kernel_py = candidate_dir / "kernel.py"
     if not kernel_py.is_file():
@@ -41,7 +46,7 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
     _task, case = pick_case(task_spec, suite, case_index)
     kernels, problems = [], []
     if "triton" in kernel_py.read_text(errors="replace"):
-        result = _triton_child(candidate_dir, task_spec, suite, case_index, gpu, timeout_s)
+        result = _triton_child(candidate_dir, task_spec, suite, case_index, gpu, timeout_s, sandbox, hide)
         kernels += result.get("kernels", [])
         problems += [p for p in (result.get("error"), result.get("note")) if p]
     if any(candidate_dir.glob("*.cu")):
@@ -51,16 +56,22 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
             problems.append(str(exc))
     if not kernels:
         why = problems[0] if problems else "no Triton kernel or .cu file"
-        raise ProfileError(f"compile inspection found no kernel: {why}")
+        failure = ProfileError(f"compile inspection found no kernel: {why.splitlines()[0]}")
+        failure.detail = why  # the candidate's traceback, for the agent
+        raise failure
     data = _data(kernels, gpu, case.name, suite, problems)
     return CompileReport(data=data, text=render(data))
 
 
-def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: int, gpu, timeout_s: float) -> dict:
+def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: int, gpu, timeout_s: float,
+                  sandbox: str, hide: Sequence[Path]) -> dict:
+    task_spec = confine.task_spec_for_child(task_spec)
     with procs.temp_dir("inspect") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
                task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
+        cmd, _ = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir, task_spec=task_spec,
+                                 hide=hide)
         returncode, output = run_command(cmd, timeout_s=timeout_s, cwd=Path(tmp))
         if returncode is None:
             raise ProfileError(f"compiling the Triton kernels took longer than {timeout_s:.0f} s and was stopped")

@@ -2,7 +2,9 @@
 
 ncu runs `python -m avo.profile.driver` in a child process with a scrubbed environment and a timeout; only kernels
 launched inside the driver's NVTX range (the measured call, after warm-up) are profiled, with clocks left as the
-GPU runs them (`--clock-control none`) so durations match what the evaluator times.
+GPU runs them (`--clock-control none`) so durations match what the evaluator times. ncu and the candidate run inside
+the evaluations' OS sandbox where its policy wants it (confine.py); there they need the driver to let a process
+without capabilities read the performance counters (NVreg_RestrictProfilingToAdminUsers=0).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from avo.util import procs
-from avo.profile import ProfileError
+from avo.profile import ProfileError, confine
 from avo.profile.driver import RANGE
 from avo.profile.ncu_report import BANK_CONFLICT_METRICS, TENSOR_PIPE_METRICS, parse_details_csv
 from avo.profile.ncu_summary import render, summarize
@@ -31,6 +34,12 @@ MAX_KERNELS = 4
 DEFAULT_TIMEOUT_S = 300.0
 PERMISSION_HELP = ("ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or have an "
                    "administrator load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0")
+SANDBOX_PERMISSION_HELP = (
+    "ncu was refused this GPU's performance counters inside the sandbox (ERR_NVGPUCTRPERM: the sandbox drops every "
+    "capability, and this driver lets only admins profile): have an administrator load the nvidia module with "
+    "NVreg_RestrictProfilingToAdminUsers=0, or, for a kernel you trust, profile it unconfined (--no-sandbox, or "
+    "evaluation.sandbox: off)")
+DRIVER_PARAMS = Path("/proc/driver/nvidia/params")
 
 
 @dataclass
@@ -94,10 +103,25 @@ def run_command(cmd: list[str], *, timeout_s: float, cwd: Path) -> tuple[int | N
     return code, out
 
 
-def explain_failure(returncode: int, output: str, status: dict | None, case: str) -> ProfileError:
+def counters_restricted(params: Path | None = None) -> bool | None:
+    """Whether the NVIDIA driver (its parameters file, DRIVER_PARAMS) lets only admins (CAP_SYS_ADMIN, which no
+    sandboxed process has) read performance counters; None where it does not say (no driver loaded)."""
+    try:
+        text = (params or DRIVER_PARAMS).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "RestrictProfilingToAdminUsers":
+            return value.strip() != "0"
+    return None
+
+
+def explain_failure(returncode: int, output: str, status: dict | None, case: str,
+                    sandboxed: bool = False) -> ProfileError:
     """The one-line reason a profile produced no kernel rows."""
     if "ERR_NVGPUCTRPERM" in output:
-        return ProfileError(PERMISSION_HELP)
+        return ProfileError(SANDBOX_PERMISSION_HELP if sandboxed else PERMISSION_HELP)
     if status is not None and not status.get("ok"):
         error = status.get("error", "").strip().splitlines() or ["unknown error"]
         failure = ProfileError(f"the candidate failed before its call on {case} could be profiled: {error[-1]}")
@@ -131,12 +155,15 @@ def pick_case(task_spec: str, suite: str, index: int, workload=None):
 
 def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
                       out_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                      ncu: str | None = None, workload=None) -> NcuProfile:
+                      ncu: str | None = None, workload=None, sandbox: str = "auto",
+                      hide: Sequence[Path] = ()) -> NcuProfile:
     """Profile case `case_index` of `suite` (of a workload's cases as the bench suite, if given); raises
-    ProfileError with a one-line reason when there is no profile."""
+    ProfileError with a one-line reason when there is no profile. `sandbox`: EvalConfig.sandbox's policy for ncu and
+    the candidate; `hide`: what the sandbox masks besides the home folder and /root (the runs folder)."""
     ncu_path = find_ncu(ncu)
     candidate_dir = Path(candidate_dir).resolve()
     task, case = pick_case(task_spec, suite, case_index, workload)
+    task_spec = confine.task_spec_for_child(task_spec)
     started = time.monotonic()
     with procs.temp_dir("ncu") as tmp:
         log, status_path = Path(tmp) / "details.csv", Path(tmp) / "status.json"
@@ -149,6 +176,8 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
             cmd = ncu_command(ncu_path, candidate=candidate_dir, task_spec=task_spec, suite=suite,
                               case_index=case_index, log=log, status=status_path, metrics=metrics,
                               workload_file=workload_file)
+            cmd, sandboxed = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir,
+                                             task_spec=task_spec, hide=hide, programs=[ncu_path])
             left = max(1.0, timeout_s - (time.monotonic() - started))
             returncode, output = run_command(cmd, timeout_s=left, cwd=Path(tmp))
             if returncode is None:
@@ -162,7 +191,7 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
         status = json.loads(status_path.read_text()) if status_path.exists() else None
         kernels = parse_details_csv(details) or parse_details_csv(output)
         if not kernels:
-            raise explain_failure(returncode, details + "\n" + output, status, case.name)
+            raise explain_failure(returncode, details + "\n" + output, status, case.name, sandboxed)
         summary = summarize(kernels, gpu=gpu, flops=task.flops(case), nbytes=task.bytes(case), case=case.name,
                             task=task.name)
         csv_path = _keep(details or output, summary, out_dir, case_index) if out_dir is not None else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
@@ -35,7 +37,7 @@ def profile(ctx: ToolContext, args: ProfileArgs):
     index = case_index(ctx.task_spec, workload, args.case)
     try:
         result = profile_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=index, out_dir=out_dir,
-                                   workload=workload)
+                                   workload=workload, **_confinement(ctx))
     except Exception as exc:
         raise ToolError(_message("profile", exc)) from None
     text = result.text + (f"\n(raw ncu report: {result.csv_path.name})" if result.csv_path else "")
@@ -62,10 +64,17 @@ def inspect_compile(ctx: ToolContext, args: InspectArgs):
     from avo.profile.compiler import inspect_candidate
 
     try:
-        report = inspect_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu)
+        report = inspect_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu, **_confinement(ctx))
     except Exception as exc:
         raise ToolError(_message("inspect_compile", exc)) from None
     return report.text, report.data
+
+
+def _confinement(ctx: ToolContext) -> dict:
+    """The run's sandbox policy for the children that run the working copy's code, the runs folder masked."""
+    if ctx.config is None:
+        return {}
+    return {"sandbox": ctx.config.evaluation.sandbox, "hide": (Path(ctx.config.runs_dir),)}
 
 
 def _message(tool: str, exc: Exception) -> str:
