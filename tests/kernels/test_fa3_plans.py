@@ -1,0 +1,93 @@
+"""attention/cuda_fa3's builds on a GPU: every build its per-shape table declares, and the three-consumer widths an
+entry may name, against torch's SDPA in float32 (D 64 and 128, causal and not, S 1 to 2048, GQA 8/2, bf16 and fp16,
+persistent grid and not), within the task's tolerance, and writing no row past S.
+
+Each build runs in a child process (this file run as a script) under a time limit, so a wrong barrier count or
+register split fails as its own build's test instead of hanging the session. The CPU side of the table is
+tests/kernels/test_fa3_plan_table.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from avo.evaluate.worker.loader import load_entry
+
+SEED = Path(__file__).resolve().parents[2] / "kernels" / "attention" / "cuda_fa3"
+SEQLENS = (1, 77, 128, 513, 1024, 2048)
+B, HQ, HKV = 2, 8, 2
+EXTRA = {(64, 64, 3), (64, 96, 3), (64, 192, 2)}
+"""Builds an entry may name that the defaults do not: the narrower three-consumer blocks, and D = 64 on two
+consumers with the shared BLOCK_N (the configuration D = 64 ran before the table)."""
+LIMIT_S = 240
+ROWS_PER_BUILD = 2 * len(SEQLENS) * 3  # dtypes x S x (non-causal, persistent or not; causal)
+
+
+def seed_builds() -> list[tuple[int, int, int]]:
+    """(head dim, BLOCK_N, consumers) of every build the seed's table declares, and the extra ones."""
+    plans = load_entry(SEED, "attention").__globals__["PLANS"]
+    return sorted({(p.build.d, p.build.block_n, p.build.consumers) for p in plans.values()} | EXTRA)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,block_n,consumers", seed_builds())
+def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers):
+    import needs
+
+    needs.module("cupy")
+    try:
+        done = subprocess.run([sys.executable, __file__, str(d), str(block_n), str(consumers)], capture_output=True,
+                              text=True, timeout=LIMIT_S)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        pytest.fail(f"D={d} BLOCK_N={block_n} with {consumers} consumers did not finish in {LIMIT_S} s (a hang?); "
+                    f"the last cases it finished:\n{out[-1500:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == ROWS_PER_BUILD, done.stdout[-2000:]
+    bad = [r for r in rows if not (r["err"] <= r["tol"] and r["tail_untouched"])]
+    assert not bad, f"{len(bad)} of {len(rows)} cases wrong: {bad[:6]}"
+
+
+def check_build(d: int, block_n: int, consumers: int) -> None:
+    """In the child: one row per case, printed as it finishes."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from avo.tasks import load, relative_error
+
+    task = load("attention")
+    module = load_entry(SEED, "attention").__globals__
+    build = module["_Build"](d, block_n, consumers)
+    scale = 1 / math.sqrt(d)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float16):
+        for s in SEQLENS:
+            q, k, v = (torch.randn((B, h, s, d), generator=gen, device="cuda", dtype=dtype) for h in (HQ, HKV, HKV))
+            for causal in (False, True):
+                with sdpa_kernel(SDPBackend.MATH):
+                    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                                         scale=scale, enable_gqa=True)
+                for persistent in (False,) if causal else (False, True):
+                    # NaN everywhere, and a tail past the last head as long as a tile: a row the kernel never
+                    # writes reads back as NaN (an infinite error), and a row past S of the last head lands in
+                    # the tail.
+                    size = B * HQ * s * d
+                    buf = torch.full((size + build.block_m * d,), float("nan"), device="cuda", dtype=dtype)
+                    o = buf[:size].view(B, HQ, s, d)
+                    module["launch"](module["Plan"](build, persistent), q, k, v, o, causal, scale)
+                    torch.cuda.synchronize()
+                    name = str(dtype).removeprefix("torch.")
+                    print(json.dumps({"S": s, "causal": causal, "persistent": persistent, "dtype": name,
+                                      "err": relative_error(o, ref), "tol": task.tolerance(name),
+                                      "tail_untouched": bool(torch.isnan(buf[size:]).all())}), flush=True)
+
+
+if __name__ == "__main__":
+    check_build(*map(int, sys.argv[1:4]))
