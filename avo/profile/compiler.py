@@ -70,9 +70,9 @@ def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: i
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
                task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
-        cmd, _ = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir, task_spec=task_spec,
-                                 hide=hide)
-        returncode, output = run_command(cmd, timeout_s=timeout_s, cwd=Path(tmp))
+        child = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir, task_spec=task_spec,
+                                hide=hide)
+        returncode, output = run_command(child.cmd, timeout_s=timeout_s, cwd=Path(tmp), env=child.env)
         if returncode is None:
             raise ProfileError(f"compiling the Triton kernels took longer than {timeout_s:.0f} s and was stopped")
         if not out.exists():

@@ -96,10 +96,11 @@ def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_i
     return cmd
 
 
-def run_command(cmd: list[str], *, timeout_s: float, cwd: Path) -> tuple[int | None, str]:
-    """Exit code (None after a timeout) and combined output of `cmd` run in `cwd` with child_env(); at the timeout
-    the whole process group is killed."""
-    code, out, _ = procs.run(cmd, timeout_s=timeout_s, cwd=cwd, env=child_env())
+def run_command(cmd: list[str], *, timeout_s: float, cwd: Path,
+                env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Exit code (None after a timeout) and combined output of `cmd` run in `cwd` with child_env() and `env` on top;
+    at the timeout the whole process group is killed."""
+    code, out, _ = procs.run(cmd, timeout_s=timeout_s, cwd=cwd, env={**child_env(), **(env or {})})
     return code, out
 
 
@@ -176,10 +177,10 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
             cmd = ncu_command(ncu_path, candidate=candidate_dir, task_spec=task_spec, suite=suite,
                               case_index=case_index, log=log, status=status_path, metrics=metrics,
                               workload_file=workload_file)
-            cmd, sandboxed = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir,
-                                             task_spec=task_spec, hide=hide, programs=[ncu_path])
+            child = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir,
+                                    task_spec=task_spec, hide=hide, programs=[ncu_path])
             left = max(1.0, timeout_s - (time.monotonic() - started))
-            returncode, output = run_command(cmd, timeout_s=left, cwd=Path(tmp))
+            returncode, output = run_command(child.cmd, timeout_s=left, cwd=Path(tmp), env=child.env)
             if returncode is None:
                 raise ProfileError(f"ncu did not finish within {timeout_s:.0f} s and was stopped: the candidate may "
                                    "hang, or its kernels take too long to replay (try a smaller case with --case)")
@@ -191,7 +192,7 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
         status = json.loads(status_path.read_text()) if status_path.exists() else None
         kernels = parse_details_csv(details) or parse_details_csv(output)
         if not kernels:
-            raise explain_failure(returncode, details + "\n" + output, status, case.name, sandboxed)
+            raise explain_failure(returncode, details + "\n" + output, status, case.name, child.sandboxed)
         summary = summarize(kernels, gpu=gpu, flops=task.flops(case), nbytes=task.bytes(case), case=case.name,
                             task=task.name)
         csv_path = _keep(details or output, summary, out_dir, case_index) if out_dir is not None else None

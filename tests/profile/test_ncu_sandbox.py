@@ -127,3 +127,21 @@ def test_a_kernelbench_task_named_relative_to_here_is_read_inside_the_sandbox(tm
     monkeypatch.chdir(tmp_path)
     report = inspect_candidate(candidate, "task/layer_norm.py", gpu=H200, sandbox="on")
     assert [k["name"] for k in report.data["kernels"]] == ["_layer_norm_rows"]
+
+
+@needs.bwrap
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_sandboxed_the_capture_compiles_into_caches_of_its_own(tmp_path, monkeypatch, mode):
+    """As an evaluation worker's: no kernel binary a candidate compiled is left in a cache another one loads."""
+    shared = tmp_path / "shared-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(shared))
+    (tmp_path / "cand").mkdir()
+    (tmp_path / "cand" / "kernel.py").write_text("# triton\nimport os\n"
+                                                 "raise RuntimeError('cache ' + os.environ['TRITON_CACHE_DIR'])\n")
+    with pytest.raises(ProfileError, match="cache ") as info:
+        inspect_candidate(tmp_path / "cand", "gemm", gpu=H200, sandbox=mode)
+    cache = str(info.value).rpartition("cache ")[2]
+    if mode == "on":
+        assert Path(cache).parent.name == "cache" and Path(cache).parents[1].name.startswith("avo-inspect-")
+    else:
+        assert cache == str(shared)
