@@ -25,7 +25,7 @@ OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
 
-BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer warpgroup
+BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
 
 # The other buckets' entries, each tuned from its own cases (bucket() below says which those are). None of their
