@@ -2,10 +2,11 @@
 matmuls, P fed from registers, ping-pong between the consumer warpgroups, block j's softmax under block j-1's P V.
 Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16.
 
-attention.cu holds the kernel and says why it is fast; this file picks a configuration per shape bucket (the table
-below), builds the TMA maps of q, k and v (3-D views [B x H, S, D], boxes of BLOCK_M or BLOCK_N rows x 64 columns,
-128-byte swizzle), sizes the grid in the order ORDER names (one block per SM when PERSISTENT and not causal, else
-one per tile), and passes the tunables to the compiler as -D defines (one build per configuration and dtype).
+attention.cu holds the kernel and says why it is fast (warpgroup.cuh: a consumer's matmuls and softmax); this
+file picks a configuration per shape bucket (the table below), builds the TMA maps of q, k and v (3-D views
+[B x H, S, D], boxes of BLOCK_M or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
+names (one block per SM when PERSISTENT and not causal, else one per tile), and passes the tunables to the
+compiler as -D defines (one build per configuration and dtype).
 """
 
 import math
