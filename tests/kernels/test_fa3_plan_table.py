@@ -1,7 +1,7 @@
 """attention/cuda_fa3's per-shape table on the CPU: the bench suite keeps the single configuration it had before the
-table (same build, same defines), the other buckets take their entries, each entry's knobs reach its build, avo
-reads the bucket rule as Python runs it, and the builds the entries can name compile for sm_90a without spills. The
-GPU side of the same builds is tests/kernels/test_fa3_plans.py."""
+table (same build, same defines), the other buckets take their entries (today the shared configuration's values),
+each entry's knobs reach its build, avo reads the bucket rule as Python runs it, and the builds the entries can name
+compile for sm_90a without spills. The GPU side of the same builds is tests/kernels/test_fa3_plans.py."""
 
 from __future__ import annotations
 
@@ -44,19 +44,27 @@ def test_every_bench_case_runs_the_configuration_it_ran_before_the_table():
             assert build.modules[dtype].build.flags == BEFORE + (f"-DKERNEL_FP16={fp16}", "-DKERNEL_D=128")
 
 
+def _entry(module, name: str) -> tuple[int, int, bool]:
+    """(BLOCK_N, consumer warpgroups, persistent) a bucket's entry names, the shared configuration's where it has
+    none of its own."""
+    entry = module["TABLE"].get(name, {})
+    return (entry.get("BLOCK_N", module["BLOCK_N"]), entry.get("WARPGROUPS", module["CONSUMERS"]),
+            entry.get("PERSISTENT", module["PERSISTENT"]))
+
+
 def test_wide_cases_take_their_buckets_entries():
+    """Every entry holds the shared configuration until the GPU measures its choices (kernel.py), so every wide case
+    also runs as before the table; each takes its own bucket's entry all the same."""
     module = seed_module()
     seen = set()
     for case in load("attention").cases("wide"):
-        p, build = case.params, planned(module, case).build
-        seen.add(module["bucket"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"]))
+        p, plan = case.params, planned(module, case)
+        name = module["bucket"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"])
+        seen.add(name)
+        build = plan.build
         assert build.d == p["D"], case.name
-        if p["D"] == 64:  # three consumer warpgroups: 192-row tiles, 512 threads
-            assert (build.consumers, build.block_m, build.threads, build.block_n) == (3, 192, 512, 128), case.name
-        elif p["S"] <= module["SHORT_S"]:
-            assert (build.consumers, build.block_n) == (2, 128), case.name
-        else:
-            assert (build.consumers, build.block_n) == (2, 192), case.name
+        assert (build.block_n, build.consumers, plan.persistent) == _entry(module, name) == (192, 2, True), case.name
+        assert (build.block_m, build.threads) == (64 * build.consumers, 128 * (build.consumers + 1)), case.name
     assert seen == {"d64", "d64_short", "d128", "d128_short"}
 
 
@@ -79,33 +87,33 @@ def variant(tmp_path: Path, **knobs) -> Path:
 
 
 def test_each_entrys_knobs_reach_its_own_build_only(tmp_path):
-    folder = variant(tmp_path, **{"WARPGROUPS@d64": 2, "BLOCK_N@d64": 176, "PERSISTENT@d64": False,
+    folder = variant(tmp_path, **{"WARPGROUPS@d64": 3, "BLOCK_N@d64": 128, "PERSISTENT@d64": False,
                                   "BLOCK_N@d128_short": 96, "PERSISTENT@d128_short": False})
     module = seed_module(folder)
     plans = module["PLANS"]
     d64, short = plans["d64"], plans["d128_short"]
-    assert (d64.build.consumers, d64.build.block_m, d64.build.block_n, d64.persistent) == (2, 128, 176, False)
+    assert (d64.build.consumers, d64.build.block_m, d64.build.block_n, d64.persistent) == (3, 192, 128, False)
+    assert d64.build.threads == 512 and "-DCONSUMERS=3" in d64.build.modules["bf16"].build.flags
     assert (short.build.consumers, short.build.block_n, short.persistent) == (2, 96, False)
-    assert "-DCONSUMERS=2" in d64.build.modules["bf16"].build.flags
     untouched = plans["d64_short"].build  # the bucket beside it keeps its own entry
-    assert (untouched.consumers, untouched.block_n, plans["d64_short"].persistent) == (3, 128, True)
+    assert (untouched.consumers, untouched.block_n, plans["d64_short"].persistent) == (2, 192, True)
     assert plans["d128"].build.modules["bf16"].build.flags == BEFORE + ("-DKERNEL_FP16=0", "-DKERNEL_D=128")
 
 
 def test_buckets_with_the_same_configuration_share_one_build():
     module = seed_module()
     plans = module["PLANS"]
-    assert plans["d64"].build is plans["d64_short"].build
-    assert len({id(p.build) for p in plans.values()}) == 3
+    assert plans["d64"].build is plans["d64_short"].build and plans["d128"].build is plans["d128_short"].build
+    assert len({id(p.build) for p in plans.values()}) == 2  # one per head dim, as before the table
 
 
 @needs.nvcc
 def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills(tmp_path):
-    """Three consumers hold BLOCK_N 64 and 96 in their 160 registers as they hold the default 128 (which
-    tests/kernels/test_cuda_seeds.py compiles with the seed's other builds); so does D = 128 at BLOCK_N 64."""
-    folder = variant(tmp_path, **{"BLOCK_N@d128_short": 64, "BLOCK_N@d64": 96, "BLOCK_N@d64_short": 64})
+    """Three consumers hold BLOCK_N 96 and 128 (the widest) in their 160 registers; D = 128 holds BLOCK_N 64."""
+    folder = variant(tmp_path, **{"BLOCK_N@d128_short": 64, "BLOCK_N@d64": 96, "WARPGROUPS@d64": 3,
+                                  "BLOCK_N@d64_short": 128, "WARPGROUPS@d64_short": 3})
     assert {(b.block_n, b.consumers) for b in (p.build for p in seed_module(folder)["PLANS"].values())} == \
-        {(192, 2), (64, 2), (96, 3), (64, 3)}
+        {(192, 2), (64, 2), (96, 3), (128, 3)}
     check = compile_check(folder, "sm_90a")
     assert check.ok, check.log
     assert len(declared_builds(folder)) == len(check.resources) == 8

@@ -29,29 +29,29 @@ PERSISTENT = True  # avo: tune False True
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
 
-# The other buckets' entries, each tuned from its own cases (bucket() below says which those are). None of their
-# defaults has been measured yet: they are guesses, and scripts/fa3_plan_sweep.py times them against the shared
-# configuration.
+# The other buckets' entries, each tuned from its own cases (bucket() below says which those are). Until they are
+# measured, every entry holds the shared configuration's values, so each shape runs as it did before the table;
+# the choices each entry offers are what scripts/fa3_plan_sweep.py times against them on the GPU:
 SHORT_S = 1024
 TABLE = {
-    # D = 128, S <= SHORT_S. 128-wide K/V blocks: S = 512 and 1024 are whole numbers of them (192 pads the last
-    # block of a row by 12%), and a causal tile's diagonal ends on a block edge.
+    # D = 128, S <= SHORT_S. A 128-wide K/V block would fit S = 512 and 1024 in whole blocks (192 pads the last block
+    # of a row by 12%) and end a causal tile's diagonal on a block edge.
     "d128_short": dict(
-        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
+        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
     ),
-    # D = 64: three consumer warpgroups (192-row tiles; WARPGROUPS 2 is the shared 128-row one), as FlashAttention-3
-    # takes at D = 64: O is half the size, so each of the three fits in 160 registers. 128 is the widest K/V block
-    # they hold without spills (160 spills 208 bytes with nvcc 13.0); FlashAttention-3 takes 192 x 128 for causal.
+    # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
+    # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
+    # (160 spills 208 bytes with nvcc 13.0). WARPGROUPS 2 is the shared 128-row configuration.
     "d64": dict(
-        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64
-        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
+        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d64
+        WARPGROUPS=2,  # avo: tune 2 3 bucket=d64
         PERSISTENT=True,  # avo: tune False True bucket=d64
     ),
     # D = 64, S <= SHORT_S: as d64 until measured apart.
     "d64_short": dict(
-        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
-        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64_short
+        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
+        WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
     ),
 }
