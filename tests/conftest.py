@@ -1,13 +1,31 @@
 """Shared test set-up: tests marked `gpu` skip cleanly on machines without an NVIDIA GPU; `private_cache` gives a
 module a cache of its own (`pytestmark = pytest.mark.usefixtures("private_cache")`); with AVO_TEST_FAILURES=FILE
 each failure's report is appended to FILE as it happens (a run on a lent GPU may be cut by its time limit before
-pytest prints its summary)."""
+pytest prints its summary). The sandboxed workers' trusted builds (avo/evaluate/trusted_cache.py) are shared by the
+whole session, whose modules otherwise each set a worker up for them in their private cache roots."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
+
+_TRUSTED = "AVO_TRUSTED_CACHE_DIR"
+_shared_trusted: list[str] = []
+
+
+def pytest_configure(config):
+    if not os.environ.get(_TRUSTED):
+        _shared_trusted.append(tempfile.mkdtemp(prefix="avo-trusted-caches-"))
+        os.environ[_TRUSTED] = _shared_trusted[0]
+
+
+def pytest_unconfigure(config):
+    for folder in _shared_trusted:
+        os.environ.pop(_TRUSTED, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _has_gpu() -> bool:

@@ -6,9 +6,10 @@ driver stub (`cuda_utils`, gcc), before Triton 3.9 the warm-up kernel's launcher
 itself (seen on the H200: 5.9 s start-up sandboxed, 3.7 s not). Those builds are trusted when they come from a
 set-up-only worker: one that finished its set-up (`prepare`: avo's code and the task's) and was never sent a request,
 so no candidate code ever ran in it; it is killed before its caches are copied out (`take`), so nothing writes them
-during the copy. The copy lives under avo's cache root (`trusted-caches/<key>`), which a sandbox sees read-only, and
-each new worker gets its own copy of it (`seed`) before it starts: regular files written anew, never links, so what a
-candidate writes into its cache reaches neither the trusted copy nor any other worker.
+during the copy. The copy lives under avo's cache root (`trusted-caches/<key>`, or `$AVO_TRUSTED_CACHE_DIR/<key>`),
+which a sandbox sees read-only at most, and each new worker gets its own copy of it (`seed`) before it starts:
+regular files written anew, never links, so what a candidate writes into its cache reaches neither the trusted copy
+nor any other worker.
 
 The key is what the builds depend on: Triton's, torch's and Python's versions, the interpreter, the device and GPU
 kind, and the environment a build reads (compiler, CUDA, Triton variables); a toolchain change builds a new copy.
@@ -35,6 +36,9 @@ from avo.util import procs, safe_files
 from avo.util.cache import cache_root
 
 FOLDER = "trusted-caches"
+ENV_VAR = "AVO_TRUSTED_CACHE_DIR"
+"""Where the trusted copies live instead of `<cache root>/trusted-caches` (the test suite shares one folder across
+its modules' private cache roots, so each module does not set a worker up for nothing but its builds)."""
 ENV_PREFIXES = ("TRITON_", "CUDA_", "NVIDIA_", "CUPY_", "TORCHINDUCTOR_", "TORCH_CUDA_ARCH", "NVCC_")
 ENV_NAMES = ("CC", "CXX", "PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH")
 ENV_IGNORED = ("CUDA_VISIBLE_DEVICES",)
@@ -66,7 +70,8 @@ def key(setup: dict, env: dict[str, str]) -> str:
 
 
 def folder(digest: str) -> Path:
-    return cache_root() / FOLDER / digest
+    root = os.environ.get(ENV_VAR)
+    return (Path(root).expanduser() if root else cache_root() / FOLDER) / digest
 
 
 def existing(digest: str) -> Path | None:

@@ -51,6 +51,7 @@ class Probe:
 @pytest.fixture
 def probe(tmp_path, monkeypatch):
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
+    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)  # its own trusted copy, not the suite's shared one
     made = Probe(tmp_path)
     yield made
     made.close()

@@ -22,6 +22,7 @@ def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_
     from avo.gpus import resolve
 
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
+    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)  # its own trusted copy, not the suite's shared one
     evaluator = Evaluator("gemm", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
     setup, env = evaluator.setup(), scrubbed_env("cuda")
     worker = WorkerProcess(setup, env, wrap=sandbox.command)
