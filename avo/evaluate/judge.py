@@ -17,6 +17,7 @@ check channel carried anything but well-formed frames for the cases it was sent.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import threading
@@ -28,6 +29,18 @@ REFS_WAIT_S = 600.0
 """How long the outputs' reader waits for the references (they are complete before any candidate code runs)."""
 
 
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4,
+            "int64": 8, "bool": 1}
+
+
+def _out_bytes(header: dict) -> int:
+    """The size of the output a reference's header promises (no torch in the reader threads: Judge.refs)."""
+    try:
+        return math.prod(int(n) for n in header["out_shape"]) * ITEMSIZE.get(header["out_dtype"], 8)
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
 class Judge:
     """avo's end of one worker's two check pipes: `child_fds` go to the worker; `answers` are the verdict lines to
     send it; `apply` is the last word on its results."""
@@ -35,7 +48,8 @@ class Judge:
     def __init__(self) -> None:
         refs_read, self._refs_write = os.pipe()
         checks_read, self._checks_write = os.pipe()
-        self.refs: list[RefCase] = []
+        self._raw_refs: list[tuple[dict, bytes]] = []
+        self._refs: list[RefCase] | None = None
         self.refs_error: str | None = None
         self.forged: str | None = None
         self.verdicts: dict[int, list[dict]] = {}
@@ -49,6 +63,14 @@ class Judge:
     def child_fds(self) -> tuple[int, int]:
         """(references pipe, check outputs pipe): the write ends, for the worker's command line."""
         return self._refs_write, self._checks_write
+
+    @property
+    def refs(self) -> list[RefCase]:
+        """The references as tensors, made on first use by the caller's thread: the readers run no torch code, so a
+        reader still blocked when avo exits holds no C++ frame that the interpreter's shutdown would abort."""
+        if self._refs is None:
+            self._refs = [ref_case(*raw) for raw in self._raw_refs]
+        return self._refs
 
     def started(self) -> None:
         """The worker holds its copies now: avo's are closed, so each reader sees the end when the worker does."""
@@ -65,10 +87,10 @@ class Judge:
                         return
                     header, payload = frame
                     if header.get("end"):
-                        if header.get("cases") != len(self.refs):
+                        if header.get("cases") != len(self._raw_refs):
                             self.refs_error = "the check suite's references are incomplete"
                         return  # nothing after the end is read: the pipe is closed here
-                    self.refs.append(ref_case(header, payload))
+                    self._raw_refs.append((header, payload))
         except (frames.Malformed, KeyError, TypeError, ValueError) as exc:
             self.refs_error = f"the check suite's references could not be read ({exc})"
         finally:
@@ -78,7 +100,7 @@ class Judge:
         with os.fdopen(fd, "rb") as stream:
             if not self._refs_done.wait(REFS_WAIT_S):
                 return
-            limit = max((r.out_bytes for r in self.refs), default=0)
+            limit = max((_out_bytes(header) for header, _ in self._raw_refs), default=0)
             try:
                 while (frame := frames.read(stream, limit)) is not None:
                     self._take(*frame)
@@ -94,7 +116,7 @@ class Judge:
             self._finished.put(cand)
             return
         seen = self._outputs.setdefault(cand, {})
-        if not isinstance(index, int) or not 0 <= index < len(self.refs) or index in seen:
+        if not isinstance(index, int) or not 0 <= index < len(self._raw_refs) or index in seen:
             raise frames.Malformed(f"an output for case {index!r}, which is not a check case or came twice")
         seen[index] = (header, payload)
 

@@ -3,7 +3,6 @@ of scripts that have no parent (references.LocalJudge). The checks themselves ar
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +21,6 @@ class RefCase:
     out_dtype: str
     tensor: Any
     library_rel_err: float | None = None
-
-    @property
-    def out_bytes(self) -> int:
-        import torch
-
-        return math.prod(self.out_shape) * getattr(torch, self.out_dtype).itemsize
 
 
 def ref_case(header: dict, payload: bytes) -> RefCase:

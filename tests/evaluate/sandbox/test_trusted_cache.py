@@ -48,10 +48,15 @@ class Probe:
             worker.discard()
 
 
+@pytest.fixture(autouse=True)
+def own_trusted_copies(monkeypatch):
+    """Each test's trusted copies under its own cache root, not the suite's shared folder (tests/conftest.py)."""
+    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)
+
+
 @pytest.fixture
 def probe(tmp_path, monkeypatch):
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
-    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)  # its own trusted copy, not the suite's shared one
     made = Probe(tmp_path)
     yield made
     made.close()

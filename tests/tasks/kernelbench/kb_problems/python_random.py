@@ -1,6 +1,8 @@
-"""A model scaled by Python's own random numbers, which no torch seed controls: nothing can be checked."""
+"""A model scaled by Python state that no torch seed controls, as Python's own `random` is: nothing can be checked.
+The state is a call counter rather than `random.uniform`, so that two calls always differ by more than any tolerance
+(two uniform draws in [1, 2] fall within 1e-3 of each other about once in 300 pairs, and the test then flaked)."""
 
-import random
+import itertools
 
 import torch
 import torch.nn as nn
@@ -11,9 +13,10 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return x * random.uniform(1.0, 2.0)
+        return x * next(_calls)
 
 
+_calls = itertools.count(1)
 batch_size = 8
 dim = 32
 
