@@ -108,7 +108,9 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
             readable: Sequence[Path] = (), bwrap: str | None = None) -> list[str]:
     """`cmd` wrapped in bwrap: `writable` folders bound read-write, `readable` ones (e.g. a task file's folder)
     read-only, the hidden roots masked; it starts in `cwd`. Where a path the worker needs lies under a masked root,
-    it is bound back read-only, unless it holds a masked root itself (a checkout holding the runs folder)."""
+    it is bound back read-only; a masked root inside it (a checkout under /tmp or the home folder that holds the
+    runs folder) is masked again on top of it. `readable` paths are bound last: a candidate folder inside the runs
+    folder stays readable, the rest of the runs folder does not."""
     bwrap = bwrap or find()
     if bwrap is None:
         raise UserError(f"no sandbox: {why_unavailable()}: {INSTALL}")
@@ -119,12 +121,17 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
             args += ["--dev-bind", node, node]
     for root in masked[1:]:
         args += ["--tmpfs", str(root)]
-    bound: list[Path] = []
-    for path in dict.fromkeys([*_needed(), *(Path(os.path.realpath(p)) for p in readable)]):
-        if (path.exists() and _inside(path, masked) and not _inside(path, bound)
-                and not any(m != path and path in m.parents for m in masked)):
+    shown = [Path(os.path.realpath(p)) for p in readable]
+    wanted = [p for p in dict.fromkeys([*_needed(), *shown]) if p.exists() and (_inside(p, masked) or p in shown)]
+    bound = sorted(wanted, key=lambda p: len(p.parts))  # a folder before what lies in it
+    for path in bound:
+        args += ["--ro-bind", str(path), str(path)]
+    remasked = [root for root in masked if any(b != root and b in root.parents for b in bound)]
+    for root in remasked:  # bound back with what it holds: masked again
+        args += ["--tmpfs", str(root)]
+    for path in shown:  # a readable folder inside one of those (a candidate inside the runs folder)
+        if _inside(path, remasked):
             args += ["--ro-bind", str(path), str(path)]
-            bound.append(path)
     for path in writable:
         real = os.path.realpath(path)
         args += ["--bind", real, real]

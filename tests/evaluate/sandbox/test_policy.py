@@ -122,3 +122,25 @@ def test_the_parent_rejects_an_impossible_result_the_worker_sent():
     finally:
         worker.discard()
     assert (r.status, r.rule, r.fitness) == ("rejected", "plausibility.peak", 0.0) and "TFLOPS" in r.message
+
+
+@needs.bwrap
+def test_a_checkout_under_a_masked_folder_is_readable_but_its_runs_folder_is_not(tmp_path, monkeypatch):
+    """A clone in the home folder (or /tmp) holding the runs folder, as `avo inspect` in a fresh checkout hides its
+    default `runs`: the checkout is bound back, its runs folder masked again on top of it, and a candidate folder
+    inside the runs folder that is named readable stays readable."""
+    home = tmp_path / "home"
+    checkout, box = home / "repo", tmp_path / "box"
+    runs, candidate = checkout / "runs", checkout / "runs" / "r1" / "cand"
+    for folder in (candidate, box):
+        folder.mkdir(parents=True)
+    (checkout / "code.py").write_text("c")
+    (runs / "r1" / "notes.md").write_text("n")
+    (candidate / "kernel.py").write_text("k")
+    monkeypatch.setenv("HOME", str(home))
+    script = (f"cat {checkout}/code.py {candidate}/kernel.py; echo; ls -A {runs} {runs}/r1; "
+              f"python -c 'import avo; print(\"imports\")'")
+    cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box, hide=[runs], readable=[checkout, candidate])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("ck"), done.stdout + done.stderr
+    assert "notes.md" not in done.stdout and "imports" in done.stdout
