@@ -24,7 +24,12 @@ class RefCase:
 
 
 def ref_case(header: dict, payload: bytes) -> RefCase:
-    tensor = frames.tensor_from(payload, header["dtype"], header["shape"])
+    """A reference as its frame carried it."""
+    return ref_from(header, frames.tensor_from(payload, header["dtype"], header["shape"]))
+
+
+def ref_from(header: dict, tensor: Any) -> RefCase:
+    """A reference from its producer's header and tensor (references.references)."""
     return RefCase(index=header["index"], name=header["case"], label=header["label"], tolerance=header["tolerance"],
                    out_shape=list(header["out_shape"]), out_dtype=header["out_dtype"], tensor=tensor,
                    library_rel_err=header.get("library_rel_err"))

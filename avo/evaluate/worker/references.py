@@ -105,11 +105,9 @@ class LocalJudge:
     """The same verdicts computed in this process (no parent to judge): for profiling scripts only."""
 
     def __init__(self, ctx: Any):
-        from avo.evaluate.worker.judging import RefCase
+        from avo.evaluate.worker.judging import ref_from
 
-        self.refs = [RefCase(index=h["index"], name=h["case"], label=h["label"], tolerance=h["tolerance"],
-                             out_shape=h["out_shape"], out_dtype=h["out_dtype"], tensor=ref.cpu(),
-                             library_rel_err=h.get("library_rel_err")) for h, ref in references(ctx)]
+        self.refs = [ref_from(header, ref.cpu()) for header, ref in references(ctx)]
         self.outputs: dict[int, dict[int, tuple[dict, bytes]]] = {}
 
     def submit(self, cand: int, index: int, out: Any) -> None:
