@@ -11,9 +11,13 @@ now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 
 step_setup() {
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || return 1
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || return 1
   export PYTHONPATH=/tmp/site:$PWD
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || return 1
+  # The OS sandbox needs bubblewrap; a machine without it gets Debian's package from .whl/ unpacked in place.
+  if ! command -v bwrap >/dev/null && ls .whl/bubblewrap_*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/bw && dpkg -x .whl/bubblewrap_*.deb /tmp/bw && export AVO_BWRAP=/tmp/bw/usr/bin/bwrap
+  fi
   echo "setup ok: $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())')"
 }
 
