@@ -100,3 +100,43 @@ def test_a_kernel_whose_transposed_answer_differs_is_not_used_for_it(runs, tmp_p
     with torch.no_grad(), pkg.patch():
         torch.matmul(torch.randn(33, 40, dtype=torch.bfloat16), b)  # a row-major b still reaches the kernel
     assert pkg.calls["kernel"] == 1
+
+
+def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_path, monkeypatch):
+    """An eager call runs the op's body directly (the dispatcher's host time is the caller's); torch.compile's graph
+    and a dispatch mode still see the op as one node."""
+    pkg = _package(runs, tmp_path, "eager_path", reads=True)
+    op = getattr(torch.ops, "eager_path").gemm.default
+    a, b = torch.randn(8, 40, dtype=torch.bfloat16), torch.randn(40, 24, dtype=torch.bfloat16)
+    dispatched = []
+    real = pkg._op.gemm_op
+    monkeypatch.setattr(pkg._op, "gemm_op", lambda *args: dispatched.append(args) or real(*args))
+    with torch.no_grad():
+        eager = pkg.gemm(a, b)
+    assert dispatched == [] and pkg.calls == {"op": 1, "kernel": 1}
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        ops: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Seen():
+        moded = pkg.gemm(a, b)
+    assert len(dispatched) == 1 and op in Seen.ops
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([node.target for node in gm.graph.nodes])
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: pkg.gemm(x, y) * 2, fullgraph=True, backend=backend)
+    with torch.no_grad():
+        traced = compiled(a, b)
+    assert any(op in targets or getattr(torch.ops, "eager_path").gemm in targets for targets in graphs), graphs
+    assert torch.equal(eager, moded) and torch.equal(traced, eager * 2)

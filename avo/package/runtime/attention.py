@@ -40,6 +40,10 @@ def _refusal(q, k, v, causal: bool) -> str | None:
 
 @torch.library.custom_op(f"{NAMESPACE}::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    return _attention(q, k, v, causal, scale)
+
+
+def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
     calls["op"] += 1
     reason = _refusal(q, k, v, causal)
     if reason is None:
@@ -60,6 +64,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None) -> torc
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if _guard.wants_grad(q, k, v):
         return library(q, k, v, causal, scale)
+    if _guard.eager(q, k, v):
+        return _attention(q, k, v, causal, scale)
     return attention_op(q, k, v, causal, scale)
 
 
