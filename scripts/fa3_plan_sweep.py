@@ -7,8 +7,8 @@ range, and the table's own buckets) the geometric mean of the speedups over cuDN
     python scripts/fa3_plan_sweep.py                                # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
 
---also D:BLOCK_N:CONSUMERS[:nopersist] times further configurations on the cases of head dim D. Exits 1 if any
-output was wrong.
+--also D:BLOCK_N:CONSUMERS[:nopersist][:span] times further configurations on the cases of head dim D (span: causal
+grids persistent too, each block a contiguous run of tiles). Exits 1 if any output was wrong.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEED = ROOT / "kernels" / "attention" / "cuda_fa3"
-SINGLE = (192, 2, True)
-"""BLOCK_N, consumer warpgroups and persistent grid of the single configuration before the table, at both D."""
+SINGLE = (192, 2, True, False)
+"""BLOCK_N, consumer warpgroups, persistent grid (non-causal, causal) of the single configuration before the table."""
 LIBRARY = "library"
 
 
-def parse_config(text: str) -> tuple[int, int, int, bool]:
+def parse_config(text: str) -> tuple[int, int, int, bool, bool]:
     parts = text.split(":")
-    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "nopersist"):
-        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS or D:BLOCK_N:CONSUMERS:nopersist")
-    return int(parts[0]), int(parts[1]), int(parts[2]), len(parts) == 3
+    flags = parts[3:]
+    if len(parts) < 3 or any(f not in ("nopersist", "span") for f in flags) or len(set(flags)) != len(flags):
+        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then :nopersist and/or :span")
+    return int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags
 
 
 def s_range(s: int) -> str:
@@ -47,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, nargs="?", default=SEED, help="the seed or a variant of it")
     parser.add_argument("--suite", default="wide")
-    parser.add_argument("--also", nargs="*", default=[], help="D:BLOCK_N:CONSUMERS[:nopersist]")
+    parser.add_argument("--also", nargs="*", default=[], help="D:BLOCK_N:CONSUMERS[:nopersist][:span]")
     parser.add_argument("--json", type=Path, help="write every case's speedups here")
     args = parser.parse_args()
     extra = [parse_config(t) for t in args.also]
@@ -64,10 +65,10 @@ def main() -> None:
     seed = load_entry(args.folder.resolve(), "attention").__globals__
     builds: dict = {}
 
-    def fixed(d: int, block_n: int, consumers: int, persistent: bool):
+    def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool):
         if (d, block_n, consumers) not in builds:
             builds[d, block_n, consumers] = seed["_Build"](d, block_n, consumers)
-        planned = seed["Plan"](builds[d, block_n, consumers], persistent)
+        planned = seed["Plan"](builds[d, block_n, consumers], persistent, span)
 
         def run(q, k, v, causal, scale):
             return seed["launch"](planned, q, k, v, torch.empty_like(q), causal, scale)
@@ -78,10 +79,10 @@ def main() -> None:
     for case in task.cases(args.suite):
         p = case.params
         configs = {"plan": seed["attention"], "single": fixed(p["D"], *SINGLE)}
-        for d, block_n, consumers, persistent in extra:
+        for d, block_n, consumers, persistent, span in extra:
             if d == p["D"]:
-                configs[f"{d}:{block_n}:{consumers}{'' if persistent else ':nopersist'}"] = \
-                    fixed(d, block_n, consumers, persistent)
+                name = f"{d}:{block_n}:{consumers}{'' if persistent else ':nopersist'}{':span' if span else ''}"
+                configs[name] = fixed(d, block_n, consumers, persistent, span)
         sources = [task.make_inputs(case, 1000 + i, "cuda") for i in range(cfg.input_sets)]
         expected = task.library(*sources[0]).float()
         errors = {name: tasks.relative_error(fn(*sources[0]), expected) for name, fn in configs.items()}

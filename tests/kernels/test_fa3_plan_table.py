@@ -1,6 +1,6 @@
 """attention/cuda_fa3's per-shape table on the CPU: the bench suite keeps the single configuration it had before the
 table (same build, same defines), the other buckets take their entries (today the shared configuration's values),
-each entry's knobs reach its build, avo reads the bucket rule as Python runs it, and the builds the entries can name
+each entry's knobs reach its build, causal grids stay one block per tile unless an entry says otherwise, avo reads the bucket rule as Python runs it, and the builds the entries can name
 compile for sm_90a without spills. The GPU side of the same builds is tests/kernels/test_fa3_plans.py."""
 
 from __future__ import annotations
@@ -44,17 +44,20 @@ def test_every_bench_case_runs_the_configuration_it_ran_before_the_table():
             assert build.modules[dtype].build.flags == BEFORE + (f"-DKERNEL_FP16={fp16}", "-DKERNEL_D=128")
 
 
-def _entry(module, name: str) -> tuple[int, int, bool]:
-    """(BLOCK_N, consumer warpgroups, persistent) a bucket's entry names, the shared configuration's where it has
-    none of its own."""
+def _entry(module, name: str) -> tuple[int, int, bool, bool]:
+    """(BLOCK_N, consumer warpgroups, persistent, causal persistent) a bucket's entry names, the shared
+    configuration's where it has none of its own."""
     entry = module["TABLE"].get(name, {})
     return (entry.get("BLOCK_N", module["BLOCK_N"]), entry.get("WARPGROUPS", module["CONSUMERS"]),
-            entry.get("PERSISTENT", module["PERSISTENT"]))
+            entry.get("PERSISTENT", module["PERSISTENT"]), entry.get("CAUSAL_PERSISTENT", module["CAUSAL_PERSISTENT"]))
+
+
+MEASURED = {"d128": (192, 2, True, False), "d128_short": (128, 2, True, False), "d64": (96, 3, True, False),
+            "d64_short": (128, 2, True, False)}
+"""What each bucket runs, as the wide suite's sweep on the H200 chose it (kernel.py's table, BENCHMARKS.md)."""
 
 
 def test_wide_cases_take_their_buckets_entries():
-    """Every entry holds the shared configuration until the GPU measures its choices (kernel.py), so every wide case
-    also runs as before the table; each takes its own bucket's entry all the same."""
     module = seed_module()
     seen = set()
     for case in load("attention").cases("wide"):
@@ -63,7 +66,8 @@ def test_wide_cases_take_their_buckets_entries():
         seen.add(name)
         build = plan.build
         assert build.d == p["D"], case.name
-        assert (build.block_n, build.consumers, plan.persistent) == _entry(module, name) == (192, 2, True), case.name
+        assert (build.block_n, build.consumers, plan.persistent, plan.causal_persistent) == _entry(module, name) \
+            == MEASURED[name], case.name
         assert (build.block_m, build.threads) == (64 * build.consumers, 128 * (build.consumers + 1)), case.name
     assert seen == {"d64", "d64_short", "d128", "d128_short"}
 
@@ -88,23 +92,26 @@ def variant(tmp_path: Path, **knobs) -> Path:
 
 def test_each_entrys_knobs_reach_its_own_build_only(tmp_path):
     folder = variant(tmp_path, **{"WARPGROUPS@d64": 3, "BLOCK_N@d64": 128, "PERSISTENT@d64": False,
-                                  "BLOCK_N@d128_short": 96, "PERSISTENT@d128_short": False})
+                                  "BLOCK_N@d128_short": 96, "PERSISTENT@d128_short": False,
+                                  "CAUSAL_PERSISTENT@d128_short": True})
     module = seed_module(folder)
     plans = module["PLANS"]
     d64, short = plans["d64"], plans["d128_short"]
     assert (d64.build.consumers, d64.build.block_m, d64.build.block_n, d64.persistent) == (3, 192, 128, False)
     assert d64.build.threads == 512 and "-DCONSUMERS=3" in d64.build.modules["bf16"].build.flags
-    assert (short.build.consumers, short.build.block_n, short.persistent) == (2, 96, False)
-    untouched = plans["d64_short"].build  # the bucket beside it keeps its own entry
-    assert (untouched.consumers, untouched.block_n, plans["d64_short"].persistent) == (2, 192, True)
+    assert (short.build.consumers, short.build.block_n, short.persistent, short.causal_persistent) == \
+        (2, 96, False, True)
+    untouched = plans["d64_short"]  # the bucket beside it keeps its own entry
+    assert (untouched.build.consumers, untouched.build.block_n, untouched.persistent,
+            untouched.causal_persistent) == (2, 128, True, False)
     assert plans["d128"].build.modules["bf16"].build.flags == BEFORE + ("-DKERNEL_FP16=0", "-DKERNEL_D=128")
 
 
-def test_buckets_with_the_same_configuration_share_one_build():
-    module = seed_module()
-    plans = module["PLANS"]
-    assert plans["d64"].build is plans["d64_short"].build and plans["d128"].build is plans["d128_short"].build
-    assert len({id(p.build) for p in plans.values()}) == 2  # one per head dim, as before the table
+def test_buckets_with_the_same_configuration_share_one_build(tmp_path):
+    plans = seed_module()["PLANS"]
+    assert len({id(p.build) for p in plans.values()}) == 4  # every bucket its own measured build
+    same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2}))["PLANS"]
+    assert same["d64"].build is same["d64_short"].build and len({id(p.build) for p in same.values()}) == 3
 
 
 @needs.nvcc

@@ -19,6 +19,10 @@
 //     barrier each), so one's softmax (exp2 on the special-function units) runs under the others' matmuls;
 //   - PERSISTENT (non-causal): one block per SM walks the tiles, and the producer loads the next tile's Q and first
 //     K/V blocks while the consumers finish the last one (its final P V and the stores of O);
+//   - causal and persistent (`span`, kernel.py's CAUSAL_PERSISTENT, for short sequences, whose tiles are a few
+//     blocks long, so a block's start and the wait for its Q weigh): each block walks a contiguous run of about
+//     tiles / gridDim.x tiles in ORDER 1, every head's 1, 2, ... num_m blocks long tiles in turn, so every run holds
+//     about the same work and reads its heads' K and V while they are in L2;
 //   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 1 (the
 //     default) runs a head's query blocks together, heaviest first, so its K and V stay in L2 and the long blocks
 //     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid).
@@ -125,15 +129,32 @@ struct Tile {
     }
 };
 
+// The tiles a block walks: one (a block per tile), every gridDim.x-th (persistent), or with `span` a contiguous
+// run, block b taking tiles [b * tiles / gridDim.x, (b + 1) * tiles / gridDim.x).
+struct Walk {
+    int first, end, step;
+    __device__ __forceinline__ Walk(int tiles, bool span) {
+        if (span) {
+            first = static_cast<int>(static_cast<long long>(blockIdx.x) * tiles / gridDim.x);
+            end = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * tiles / gridDim.x);
+            step = 1;
+        } else {
+            first = blockIdx.x, end = tiles, step = gridDim.x;
+        }
+    }
+};
+
 // The producer (one thread): per tile, Q once the consumers are done with the last one, then K and V of every block
 // into the ring, as far ahead as the ring's free slots allow.
 template <int D>
 __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_q, const TensorMap* map_k,
-                                        const TensorMap* map_v, int S, int Hq, int group, int heads, bool causal) {
-    const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+                                        const TensorMap* map_v, int S, int Hq, int group, int heads, bool causal,
+                                        bool span) {
+    const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
+    const Walk walk(num_m * heads, span);
     Ring ring;
     int q_phase = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int tile = walk.first; tile < walk.end; tile += walk.step) {
         const Tile w(tile, num_m, heads, S, causal);
         const int bkv = (w.bh / Hq) * (Hq / group) + (w.bh % Hq) / group;  // the query head's kv head
         mbar_wait(sm.empty_q, q_phase ^ 1);
@@ -275,11 +296,11 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
     store_o<FP16, D>(o, l, O, S, w.bh, row0);
 }
 
-// One block per tile, or (kernel.py's PERSISTENT, non-causal) one block per SM walking tiles gridDim.x apart.
+// One block per tile, or (kernel.py's PERSISTENT) one block per SM walking its tiles (Walk).
 template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
                                                unsigned short* O, int S, int Hq, int group, int heads, float scale,
-                                               bool causal) {
+                                               bool causal, bool span) {
     static_assert(CONSUMERS == 2 || D == 64, "three consumer warpgroups fit the register file at head dim 64 only");
     extern __shared__ unsigned char smem_raw[];
     const Smem<D> sm(smem_raw);
@@ -302,14 +323,15 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             tma_prefetch_map(map_q);
             tma_prefetch_map(map_k);
             tma_prefetch_map(map_v);
-            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal);
+            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal, span);
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
-        const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+        const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
+        const Walk walk(num_m * heads, span);
         Ring ring;
         int q_phase = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = walk.first; tile < walk.end; tile += walk.step) {
             consume_tile<FP16, D>(sm, ring, q_phase, Tile(tile, num_m, heads, S, causal), O, S, scale, causal);
             q_phase ^= 1;
         }
@@ -320,8 +342,8 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                     \
     NAME(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,                       \
          const __grid_constant__ TensorMap map_v, unsigned short* O, int S, int Hq, int group, int heads,        \
-         float scale, int causal) {                                                                              \
-        attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, heads, scale, causal != 0);             \
+         float scale, int causal, int span) {                                                                    \
+        attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, heads, scale, causal != 0, span != 0);  \
     }
 
 // kernel.py builds one of these per module (KERNEL_FP16 and KERNEL_D), so the four compile in parallel; a build

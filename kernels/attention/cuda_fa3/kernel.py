@@ -5,7 +5,7 @@ Causal or not, grouped-query heads, any S >= 1, head dim 64 or 128, bf16 or fp16
 attention.cu holds the kernel and says why it is fast (warpgroup.cuh: a consumer's matmuls and softmax); this
 file picks a configuration per shape bucket (the table below), builds the TMA maps of q, k and v (3-D views
 [B x H, S, D], boxes of BLOCK_M or BLOCK_N rows x 64 columns, 128-byte swizzle), sizes the grid in the order ORDER
-names (one block per SM when PERSISTENT and not causal, else one per tile), and passes the tunables to the
+names (one block per SM when the bucket's grid is persistent, else one per tile), and passes the tunables to the
 compiler as -D defines (one build per configuration and dtype).
 """
 
@@ -29,30 +29,36 @@ PERSISTENT = True  # avo: tune False True
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
 
-# The other buckets' entries, each tuned from its own cases (bucket() below says which those are). Until they are
-# measured, every entry holds the shared configuration's values, so each shape runs as it did before the table;
-# the choices each entry offers are what scripts/fa3_plan_sweep.py times against them on the GPU:
+CAUSAL_PERSISTENT = False  # causal grids: one block per tile (the hardware balances the unequal tiles)
+
+# The other buckets' entries, each tuned from its own cases of the wide suite (bucket() below says which those are)
+# with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
+# configuration):
 SHORT_S = 1024
 TABLE = {
-    # D = 128, S <= SHORT_S. A 128-wide K/V block would fit S = 512 and 1024 in whole blocks (192 pads the last block
-    # of a row by 12%) and end a causal tile's diagonal on a block edge.
+    # D = 128, S <= SHORT_S: a 128-wide K/V block fits S = 512 and 1024 in whole blocks (192 pads the last block of a
+    # row by 12%) and ends a causal tile's diagonal on a block edge: 0.806 against 0.749.
     "d128_short": dict(
-        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
+        CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d128_short
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
-    # (160 spills 208 bytes with nvcc 13.0). WARPGROUPS 2 is the shared 128-row configuration.
+    # (160 spills 208 bytes with nvcc 13.0). WARPGROUPS 2 is the shared 128-row configuration. Three with 96-wide
+    # blocks: 0.991 against 0.882 (1.03-1.06 from S = 8192).
     "d64": dict(
-        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d64
-        WARPGROUPS=2,  # avo: tune 2 3 bucket=d64
+        BLOCK_N=96,  # avo: tune 64 96 128 160 176 192 bucket=d64
+        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
         PERSISTENT=True,  # avo: tune False True bucket=d64
     ),
-    # D = 64, S <= SHORT_S: as d64 until measured apart.
+    # D = 64, S <= SHORT_S: two consumers with 128-wide blocks (whole blocks again; a 192-row tile leaves S = 512
+    # a third empty): 0.802 against 0.706 (three consumers with 96-wide blocks: 0.756).
     "d64_short": dict(
-        BLOCK_N=192,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
+        CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d64_short
     ),
 }
 
@@ -85,10 +91,12 @@ class _Build:
 
 
 class Plan(NamedTuple):
-    """What one bucket's shapes run: a build, and whether a non-causal grid is persistent."""
+    """What one bucket's shapes run: a build, whether a non-causal grid is persistent, and whether a causal one is
+    (each block then walks a contiguous run of tiles: attention.cu's `span`)."""
 
     build: _Build
     persistent: bool
+    causal_persistent: bool = False
 
 
 def _plans() -> dict[str, Plan]:
@@ -101,7 +109,8 @@ def _plans() -> dict[str, Plan]:
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS))
         if key not in builds:
             builds[key] = _Build(*key)
-        plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT))
+        plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
+                           entry.get("CAUSAL_PERSISTENT", CAUSAL_PERSISTENT))
     return plans
 
 
@@ -148,12 +157,13 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, build.block_n, 64))
     map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, build.block_n, 64))
     # Tiles of BLOCK_M query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs
-    # as they free up, which balances them better than a fixed split; equal non-causal tiles gain from a persistent
-    # grid.
+    # as they free up, which balances them better than a strided split; equal non-causal tiles gain from a
+    # persistent grid, and short causal ones may from a persistent grid of contiguous runs (span).
     tiles = -(-S // build.block_m) * B * Hq
-    grid = min(tiles, _sm_count(q.device)) if planned.persistent and not causal else tiles
+    persistent = planned.causal_persistent if causal else planned.persistent
+    grid = min(tiles, _sm_count(q.device)) if persistent else tiles
     dtype = _DTYPES[q.dtype]
     build.modules[dtype].launch(f"attention_{dtype}_d{D}", grid, build.threads,
                                 (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E,
-                                 int(bool(causal))), shared_mem=build.smem)
+                                 int(bool(causal)), int(bool(causal and persistent))), shared_mem=build.smem)
     return o
