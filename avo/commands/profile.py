@@ -1,4 +1,4 @@
-"""`avo profile` (Nsight Compute summary of one bench case) and `avo inspect` (compile facts, no GPU needed)."""
+"""`avo profile` (Nsight Compute summary of one case) and `avo inspect` (compile facts, no GPU needed)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,25 @@ def _sandbox(no_sandbox: bool) -> str:
     return "off" if no_sandbox else "auto"
 
 
+SUITE_HELP = "Suite the case is taken from: bench, wide (the shapes models run), check, tiny."
+CASE_HELP = "The case: its index in the suite, or its name (e.g. b64_h32-8_s512_d128_causal)."
+
+
+def _case_index(kernel: str, suite: str, case: str) -> int:
+    """--case as an index of the suite's cases, or the index of the case so named; UserError otherwise."""
+    if case.lstrip("-").isdigit():
+        if int(case) < 0:
+            raise UserError(f"--case must be 0 or more (got {case})")
+        return int(case)
+    from avo.tasks import load
+
+    names = [c.name for c in load(kernel).cases(suite)]
+    if case not in names:
+        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        raise UserError(f"no case named {case!r} in the {suite} suite of {kernel} ({len(names)} cases: {shown})")
+    return names.index(case)
+
+
 def _candidate(path: Path) -> Path:
     if not path.is_dir():
         raise UserError(f"candidate folder not found: {path}")
@@ -35,7 +54,8 @@ def _candidate(path: Path) -> Path:
 def profile(
     candidate: Path = typer.Argument(..., help="Candidate folder (holds kernel.py)."),
     kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
-    case: int = typer.Option(0, "--case", help="Index of the bench case to profile."),
+    case: str = typer.Option("0", "--case", help=CASE_HELP),
+    suite: str = typer.Option("bench", "--suite", help=SUITE_HELP),
     gpu: str = typer.Option("auto", "--gpu", help="GPU profile for the roofline: auto, h100, h200 or b200."),
     run: str | None = typer.Option(None, "--run", help="Keep the raw ncu CSV in this run's profiles/ (id, path or "
                                    "latest)."),
@@ -44,13 +64,13 @@ def profile(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help=NO_SANDBOX_HELP),
 ) -> None:
-    """Profile one bench case of CANDIDATE with Nsight Compute and print a compact summary."""
+    """Profile one case of CANDIDATE (a bench case unless --suite says) with Nsight Compute and print a compact
+    summary."""
     from avo.gpus import nvml_device_name, resolve
     from avo.profile.ncu import profile_candidate
 
     folder = _candidate(candidate)
-    if case < 0:
-        raise UserError(f"--case must be 0 or more (got {case})")
+    index = _case_index(kernel, suite, case)
     if nvml_device_name() is None:
         raise UserError("avo profile needs an NVIDIA GPU and none was found: `avo inspect` reports registers, spills "
                         "and the instruction mix without one")
@@ -62,8 +82,8 @@ def profile(
         opened = Run.open(run, runs_dir)
         out_dir = opened.profiles_dir
         opened.close()
-    result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=case, out_dir=out_dir, timeout_s=timeout,
-                               sandbox=_sandbox(no_sandbox), hide=(runs_dir,))
+    result = profile_candidate(folder, kernel, gpu=profile_gpu, case_index=index, suite=suite, out_dir=out_dir,
+                               timeout_s=timeout, sandbox=_sandbox(no_sandbox), hide=(runs_dir,))
     if as_json:
         print(json.dumps(result.summary, indent=2))
         return
@@ -76,7 +96,9 @@ def inspect(
     kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
     gpu: str = typer.Option("h200", "--gpu", help="Compile target, by GPU profile: h100, h200 (sm_90a) or b200 "
                             "(sm_100a)."),
-    case: int = typer.Option(0, "--case", help="Bench case whose shapes pick the constexprs the wrapper uses."),
+    case: str = typer.Option("0", "--case", help="The case whose shapes pick the constexprs the wrapper uses: its "
+                             "index in the suite, or its name."),
+    suite: str = typer.Option("bench", "--suite", help=SUITE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the full report (histograms included) as JSON."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs (masked in the sandbox)."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help=NO_SANDBOX_HELP),
@@ -86,8 +108,7 @@ def inspect(
     from avo.profile.compiler import inspect_candidate
 
     folder = _candidate(candidate)
-    if case < 0:
-        raise UserError(f"--case must be 0 or more (got {case})")
-    report = inspect_candidate(folder, kernel, gpu=resolve(gpu, "interpret"), case_index=case,
+    index = _case_index(kernel, suite, case)
+    report = inspect_candidate(folder, kernel, gpu=resolve(gpu, "interpret"), case_index=index, suite=suite,
                                sandbox=_sandbox(no_sandbox), hide=(runs_dir,))
     print(json.dumps(report.data, indent=2) if as_json else report.text)

@@ -28,6 +28,20 @@ def test_bad_input_is_one_line_with_exit_code_2(capsys, tmp_path):
     assert "--case must be 0 or more" in _one_line_error(capsys, ["profile", tiny, "--kernel", "gemm", "--case", "-1"])
     assert "does not exist" in _one_line_error(capsys, ["inspect", tiny, "--kernel", "gemm", "--case", "7"])
     assert "Missing option '--kernel'" in _one_line_error(capsys, ["profile", str(TINY)])
+    assert "no case named 'b1'" in _one_line_error(capsys, ["profile", tiny, "--kernel", "gemm", "--case", "b1"])
+    assert "unknown suite 'long'" in _one_line_error(capsys, ["inspect", tiny, "--kernel", "gemm", "--suite", "long",
+                                                               "--case", "x"])
+
+
+def test_a_case_is_named_by_index_or_by_name_in_any_suite(capsys):
+    from avo.tasks import load
+
+    wide = [c.name for c in load("gemm").cases("wide")]
+    assert main(["inspect", str(TINY), "--kernel", "gemm", "--suite", "wide", "--case", wide[3], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["case"] == wide[3]
+    assert main(["inspect", str(TINY), "--kernel", "gemm", "--suite", "wide", "--case", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["case"], data["suite"]) == (wide[3], "wide")
 
 
 @pytest.mark.skipif(nvml_device_name() is not None, reason="this machine has a GPU")
