@@ -37,28 +37,31 @@ CAUSAL_PERSISTENT = False  # causal grids: one block per tile (the hardware bala
 SHORT_S = 1024
 TABLE = {
     # D = 128, S <= SHORT_S: a 128-wide K/V block fits S = 512 and 1024 in whole blocks (192 pads the last block of a
-    # row by 12%) and ends a causal tile's diagonal on a block edge: 0.806 against 0.749.
+    # row by 12%) and ends a causal tile's diagonal on a block edge: 0.811 against 0.759; a persistent causal grid
+    # of contiguous runs then lifts causal 0.774 to 0.806 (at S >= 2048 it loses: 0.70-0.83, the long tiles'
+    # runs unequal).
     "d128_short": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
-        CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d128_short
+        CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d128_short
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
-    # (160 spills 208 bytes with nvcc 13.0). WARPGROUPS 2 is the shared 128-row configuration. Three with 96-wide
-    # blocks: 0.991 against 0.882 (1.03-1.06 from S = 8192).
+    # (160 spills 208 bytes with nvcc 13.0). WARPGROUPS 2 is the shared 128-row configuration. Three with 128-wide
+    # blocks: 1.061 against 0.913 (96-wide: 1.012; 1.09-1.14 from S = 8192).
     "d64": dict(
-        BLOCK_N=96,  # avo: tune 64 96 128 160 176 192 bucket=d64
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64
         WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
         PERSISTENT=True,  # avo: tune False True bucket=d64
     ),
-    # D = 64, S <= SHORT_S: two consumers with 128-wide blocks (whole blocks again; a 192-row tile leaves S = 512
-    # a third empty): 0.802 against 0.706 (three consumers with 96-wide blocks: 0.756).
+    # D = 64, S <= SHORT_S: two consumers with 128-wide blocks and a persistent causal grid: 0.887 against 0.719
+    # (causal 0.654 to 0.877). Three consumers run the non-causal cases faster (0.934 against 0.897) and the causal
+    # ones, without the persistent grid, slower (0.698).
     "d64_short": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
-        CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d64_short
+        CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
     ),
 }
 
