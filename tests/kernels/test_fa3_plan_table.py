@@ -1,7 +1,8 @@
 """attention/cuda_fa3's per-shape table on the CPU: the bench suite keeps the single configuration it had before the
-table (same build, same defines), the other buckets take their entries (today the shared configuration's values),
-each entry's knobs reach its build, causal grids stay one block per tile unless an entry says otherwise, avo reads the bucket rule as Python runs it, and the builds the entries can name
-compile for sm_90a without spills. The GPU side of the same builds is tests/kernels/test_fa3_plans.py."""
+table (same build, same defines), the other buckets take their measured entries, each entry's knobs reach its build
+(a causal grid persistent only where its entry says), avo reads the bucket rule as Python runs it, and the builds the
+entries can name compile for sm_90a without spills. The GPU side of the same builds is tests/kernels/test_fa3_plans.py.
+"""
 
 from __future__ import annotations
 

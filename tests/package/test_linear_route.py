@@ -106,7 +106,7 @@ def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_p
     """An eager call runs the op's body directly (the dispatcher's host time is the caller's); torch.compile's graph
     and a dispatch mode still see the op as one node."""
     pkg = _package(runs, tmp_path, "eager_path", reads=True)
-    op = getattr(torch.ops, "eager_path").gemm.default
+    op = torch.ops.eager_path.gemm.default
     a, b = torch.randn(8, 40, dtype=torch.bfloat16), torch.randn(40, 24, dtype=torch.bfloat16)
     dispatched = []
     real = pkg._op.gemm_op
@@ -138,5 +138,5 @@ def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_p
     compiled = torch.compile(lambda x, y: pkg.gemm(x, y) * 2, fullgraph=True, backend=backend)
     with torch.no_grad():
         traced = compiled(a, b)
-    assert any(op in targets or getattr(torch.ops, "eager_path").gemm in targets for targets in graphs), graphs
+    assert any(op in targets or torch.ops.eager_path.gemm in targets for targets in graphs), graphs
     assert torch.equal(eager, moded) and torch.equal(traced, eager * 2)
