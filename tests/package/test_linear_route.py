@@ -102,6 +102,7 @@ def test_a_kernel_whose_transposed_answer_differs_is_not_used_for_it(runs, tmp_p
     assert pkg.calls["kernel"] == 1
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
 def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_path, monkeypatch):
     """An eager call runs the op's body directly (the dispatcher's host time is the caller's); torch.compile's graph
     and a dispatch mode still see the op as one node."""
@@ -140,3 +141,7 @@ def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_p
         traced = compiled(a, b)
     assert any(op in targets or torch.ops.eager_path.gemm in targets for targets in graphs), graphs
     assert torch.equal(eager, moded) and torch.equal(traced, eager * 2)
+
+    with torch.no_grad():  # torch.jit.trace records the op, where the body's own launches would leave no trace
+        scripted = torch.jit.trace(lambda x, y: pkg.gemm(x, y), (a, b))
+    assert "eager_path::gemm" in str(scripted.graph) and torch.equal(scripted(a, b), eager)

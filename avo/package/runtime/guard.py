@@ -39,10 +39,10 @@ def wants_grad(*tensors: torch.Tensor) -> bool:
 
 def eager(*tensors: torch.Tensor) -> bool:
     """Whether a call may run the op's body directly, skipping the dispatcher (about 7-10 µs of host time a call):
-    plain tensors, nothing tracing (torch.compile, export, FX) and no dispatch mode active. Anywhere else the op
-    goes through torch.library, so graphs hold it as one node."""
-    return (not torch.compiler.is_compiling() and not torch._C._len_torch_dispatch_stack()
-            and all(type(t) is torch.Tensor for t in tensors))
+    plain tensors, nothing tracing (torch.compile, export, FX, torch.jit.trace) and no dispatch mode active.
+    Anywhere else the op goes through torch.library, so graphs hold it as one node."""
+    return (not torch.compiler.is_compiling() and not torch.jit.is_tracing()
+            and not torch._C._len_torch_dispatch_stack() and all(type(t) is torch.Tensor for t in tensors))
 
 
 def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
