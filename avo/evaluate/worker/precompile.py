@@ -128,13 +128,25 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
     loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
     outcome.failed = sum(not _finalize(job, kernel) for job, kernel in zip(jobs, loaded))
+    if not outcome.note:
+        outcome.note = next((str(k) for k in loaded if isinstance(k, _Failed)), "")
     return outcome
+
+
+class _Failed:
+    """A compile that raised here (left to the first launch, which raises it again with its message)."""
+
+    def __init__(self, exc: BaseException):
+        self.text = f"{type(exc).__name__}: {str(exc)[:200]}"
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _finalize(job: Job, kernel: Any) -> bool:
     """The kernel into its JITFunction's cache (Triton's finalize, which runs the post-compile hook a candidate may
     set); False where there is none or that fails: the first launch then raises whatever failed with its message."""
-    if kernel is None:
+    if kernel is None or isinstance(kernel, _Failed):
         return False
     try:
         for finalize in job.finalizers:
@@ -184,13 +196,14 @@ def _collect(calls: list[Callable[[], Any]], outcome: Outcome) -> list[Job]:
 
 
 def _load(job: Job | None) -> Any:
-    """The compiled kernel (from Triton's cache on disk where a child compiled it), or None if it fails."""
+    """The compiled kernel (from Triton's cache on disk where a child compiled it), None where a child did not
+    compile it, or _Failed saying why it failed here."""
     if job is None:
         return None
     try:
         return job.compile()
-    except Exception:
-        return None  # its first real launch compiles it again and raises the error with its message
+    except Exception as exc:
+        return _Failed(exc)  # its first real launch compiles it again and raises the error with its message
 
 
 def in_children(jobs: list[Job], workers: int, limit_s: float = CHILD_LIMIT_S) -> set[int]:

@@ -106,7 +106,8 @@ def test_each_specialization_is_compiled_once_and_real_launches_compile_nothing(
         outcome = precompile.compile_ahead(pool, [lambda n=n, d=d: scale(meta(n, d)) for n, d in sizes])
     finally:
         triton.knobs.compilation.listener = old_listener
-    assert (outcome.cases, outcome.skipped, outcome.kernels, outcome.failed, outcome.way) == (5, 0, 4, 0, way)
+    assert (outcome.cases, outcome.skipped, outcome.kernels, outcome.failed, outcome.way) == (5, 0, 4, 0, way), \
+        outcome.note
     assert pool.submitted == 4
     # In processes the children compiled: this process only loaded each kernel from Triton's cache on disk.
     assert hits == ([True] * 4 if way == "processes" else [False] * 4)
@@ -137,6 +138,14 @@ def test_a_wrapper_failing_on_meta_tensors_or_a_broken_kernel_leaves_the_work_to
     assert "item" in outcome.note or "meta" in outcome.note.lower()
     with pytest.raises(Exception, match="no_such_function"):
         launch_for_real(_broken, meta(16), 16)
+
+
+def test_a_compile_that_fails_here_is_named_in_the_outcome(h200):
+    """On the pool's threads the compile error itself is at hand: the outcome's note names it."""
+    broken = [lambda: _broken[(1,)](meta(16), BLOCK=16)]
+    outcome = precompile.compile_ahead(precompile.CompilePool(2, "threads"), broken)
+    assert (outcome.kernels, outcome.failed) == (1, 1)
+    assert "no_such_function" in outcome.note, outcome.note
 
 
 @WAYS
