@@ -355,44 +355,23 @@ def _dims(value: int | tuple[int, ...]) -> tuple[int, ...]:
     return dims
 
 
-def _int_arg(value: int) -> Any:
-    import numpy
-
-    if not -2**31 <= value < 2**31:
-        raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
-    return numpy.int32(value)
-
-
-def _tensor_arg(value: Any) -> Any:
-    import numpy
-
-    return numpy.uint64(value.data_ptr())
-
-
-@functools.lru_cache(maxsize=None)
-def _converter(kind: type) -> Any:
-    """How an argument of this exact type is passed (looked up once per type: launch is on the caller's host path)."""
+def _kernel_arg(value: Any) -> Any:
     import numpy
     import torch
 
-    if issubclass(kind, torch.Tensor):
-        return _tensor_arg
-    if issubclass(kind, TensorMap):
-        return lambda value: value.arg
-    if issubclass(kind, bool | numpy.bool_):
-        return numpy.bool_
-    if issubclass(kind, numpy.generic):
-        return lambda value: value
-    if issubclass(kind, int):
-        return _int_arg
-    if issubclass(kind, float):
-        return numpy.float32
-    return None
-
-
-def _kernel_arg(value: Any) -> Any:
-    convert = _converter(type(value))
-    if convert is None:
-        raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools, numpy "
-                        "scalars or tensor maps")
-    return convert(value)
+    if isinstance(value, torch.Tensor):
+        return numpy.uint64(value.data_ptr())
+    if isinstance(value, TensorMap):
+        return value.arg
+    if isinstance(value, bool | numpy.bool_):
+        return numpy.bool_(value)
+    if isinstance(value, numpy.generic):
+        return value
+    if isinstance(value, int):
+        if not -2**31 <= value < 2**31:
+            raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
+        return numpy.int32(value)
+    if isinstance(value, float):
+        return numpy.float32(value)
+    raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools, numpy "
+                    "scalars or tensor maps")

@@ -128,3 +128,27 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
     for name, facts in check.resources.items():
         assert 0 < facts["registers"] <= 255, name
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+
+
+def test_launch_sizes_the_grid_and_passes_span_as_each_plan_says(monkeypatch):
+    """The wrapper's side of the persistent grids, on CPU tensors with the launch recorded: a persistent causal plan
+    gets one block per SM and span = 1; a causal plan without it one block per tile and span = 0; non-causal grids
+    follow PERSISTENT alone."""
+    import torch
+
+    module = seed_module()
+    launched = []
+    monkeypatch.setitem(module, "tensor_map", lambda tensor, box: None)
+    monkeypatch.setitem(module, "_sm_count", lambda device: 132)
+    build = module["_Build"](64, 128, 2)
+    monkeypatch.setattr(build.modules["bf16"], "launch", lambda name, grid, threads, args, shared_mem: launched.append(
+        (grid, args[-2:])))
+    q = torch.zeros(8, 8, 512, 64, dtype=torch.bfloat16)
+    tiles = 8 * 8 * 512 // 128  # 256 tiles of 128 rows: more than the SMs
+    for persistent, causal_persistent, causal, expected in [
+            (True, True, True, (132, (1, 1))), (True, False, True, (tiles, (1, 0))),
+            (True, False, False, (132, (0, 0))), (False, True, False, (tiles, (0, 0)))]:
+        launched.clear()
+        module["launch"](module["Plan"](build, persistent, causal_persistent), q, q, q, torch.empty_like(q), causal,
+                         0.125)
+        assert launched == [expected], (persistent, causal_persistent, causal)

@@ -25,7 +25,8 @@
 //     about the same work and reads its heads' K and V while they are in L2;
 //   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 1 (the
 //     default) runs a head's query blocks together, heaviest first, so its K and V stay in L2 and the long blocks
-//     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid).
+//     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid
+//     past the short sequences, whose blocks walk `span` runs).
 //     ORDER = 2 takes every head's heaviest block first and loses L2 reuse; ORDER = 0 is ascending;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies.
 // Edges: TMA zero-fills rows past S; keys past S are masked, rows past S are not stored. Tunables come as -D
