@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from avo.agent.buckets import annotate_folder
 from avo.agent.heuristic.knobs import KnobError, parse_knobs
 from avo.agent.models.factory import resolve_kind
 from avo.errors import UserError
@@ -52,6 +53,8 @@ def baseline(run: Run, evaluator: Evaluator, seed_dir: Path) -> tuple[str, EvalR
     else:
         lineage.checkout(first, run.workspace)
     result = (run.load_eval(first) if first else None) or evaluator.evaluate(run.workspace)
+    # Its cases' table entries, as every later candidate's: bucket-wise acceptance compares against these.
+    annotate_folder(result, run.workspace, run.config)
     run.hold_eval(result)
     cid = first or lineage.commit(run.workspace, parent=None, result=result, model="seed",
                                   rationale=f"baseline: the seed kernel {seed_dir}")

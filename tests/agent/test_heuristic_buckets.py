@@ -17,8 +17,8 @@ from avo.agent.buckets import bucket_rule, case_buckets
 from avo.agent.heuristic.history import Outcome
 from avo.agent.heuristic.knobs import parse_knobs, point_of, render
 from avo.agent.heuristic.measured import winning_parts
-from avo.agent.heuristic.rules import Shape, roles
-from avo.agent.heuristic.search import Search, Trial
+from avo.agent.heuristic.rules import Shape, fixed_roles, roles
+from avo.agent.heuristic.search import Search, Trial, _required_smem
 from avo.agent.session import settle
 from avo.cli import main
 from avo.report.build import gather
@@ -167,6 +167,47 @@ def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, mo
     assert_the_run_names_its_workload(done.run, tmp_path, capsys)
 
 
+UNUSED = SEED.replace('''    "large": dict(
+        BLOCK_M=64,  # avo: tune 16 32 64 128 256 bucket=large
+    ),
+''', '''    "large": dict(
+        BLOCK_M=64,  # avo: tune 16 32 64 128 256 bucket=large
+    ),
+    "huge": dict(
+        BLOCK_M=64,  # avo: tune 16 32 64 128 256 bucket=huge
+    ),
+''').replace('''    return "large"
+''', '''    if M >= 1 << 20:
+        return "huge"
+    return "large"
+''')
+
+
+def test_an_entry_no_timed_case_takes_is_left_as_it_is(tmp_path, monkeypatch):
+    # The workload's cases never take `huge`: a move of its tile cannot change the fitness, so none is made.
+    assert "bucket=huge" in UNUSED and 'return "huge"' in UNUSED
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "kernel.py").write_text(UNUSED)
+    flags = {"agent.kind": "heuristic", "budget.max_candidates": 12,
+             "evaluation.workload": WORKLOAD.model_dump(mode="json")}
+    session, run, lines = fake_session(tmp_path, evaluator=TableEvaluator(), task=GemmTask(WORKLOAD), seed=seed,
+                                       flags=flags)
+    done = drive(session, run, lines)
+    assert done.code == 0, done.out
+    lineage = done.run.lineage
+    baseline = done.run.load_eval(lineage.baseline)
+    assert [c.bucket for c in baseline.bench_cases()] == ["small", "small", "large", "large"]
+    points = []
+    for cid in lineage.cids()[1:]:
+        lineage.checkout(cid, tmp_path / cid)
+        points.append(point_of(parse_knobs((tmp_path / cid / "kernel.py").read_text())))
+    assert len(points) >= 5
+    assert all(p["BLOCK_M@huge"] == 64 for p in points), points
+    assert {p["BLOCK_M@small"] for p in points} != {64} and {p["BLOCK_M@large"] for p in points} != {64}
+
+
 def assert_the_run_names_its_workload(run, tmp_path: Path, capsys) -> None:
     """run.json records it, --resume keeps it, show and the report name it, the model saw it and the buckets."""
     recorded = json.loads((run.path / "run.json").read_text())["config"]["evaluation"]["workload"]
@@ -187,3 +228,27 @@ def score_point(tmp_path: Path, point: dict) -> float:
     folder.mkdir(exist_ok=True)
     (folder / "kernel.py").write_text(render(SEED, point))
     return score(folder).fitness
+
+
+FA3 = Path(__file__).resolve().parents[2] / "kernels" / "attention" / "cuda_fa3" / "kernel.py"
+
+
+def test_a_shared_knob_must_fit_beside_every_timed_entry():
+    """The CUDA attention seed's STAGES serves every table entry: 3 stages fit beside a d64 entry's 128-wide K/V
+    tiles but not the shared 192-wide ones, so no move pairing STAGES 3 with a d64 entry's knob is offered (read as
+    the d64 entry alone, it looked as if it fit: on the H200 seven such candidates crashed in one evolve)."""
+    text = FA3.read_text()
+    knobs = parse_knobs(text)
+    seed = point_of(knobs)
+    assert (seed["BLOCK_N"], seed["STAGES"], seed["BLOCK_N@d64"]) == (192, 2, 128)
+    shape = Shape(kind="attention", roles=roles(knobs), smem_limit=227 * 1024, fixed=fixed_roles(text, knobs))
+    search = Search(knobs=knobs, shape=shape, incumbent=seed, buckets=["d128", "d128_short", "d64", "d64_short"])
+    offered = [m.point for m in search._singles() + search._pairs()]
+    assert offered and not [p for p in offered if p["STAGES"] == 3 and p["BLOCK_N"] == 192]
+    narrower = Search(knobs=knobs, shape=shape, incumbent=dict(seed, BLOCK_N=128), buckets=search.buckets)
+    assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if seed[k] != v and k != "BLOCK_N"}
+                             for m in narrower._singles()]  # beside 128-wide shared tiles it fits, and is offered
+    # The seed's own refusal says how much it needed: that calibrates the model as the compiler's count does.
+    message = ("case b1_h32-8_s4096_d128_causal raised: ValueError: BLOCK_N=192, STAGES=3 with 2 consumer "
+               "warpgroups need 329728 bytes of shared memory at D=128: over 232448")
+    assert _required_smem(message) == (329728, 232448)

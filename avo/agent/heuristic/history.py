@@ -151,7 +151,8 @@ class History:
             point = point_from_text(self.texts.get(cid)) if cid in self.texts else None
             point = point or parse_point_tag(str(row.get("rationale") or ""))
             found.append(Outcome(cid, point, str(row.get("status")), float(row.get("fitness") or 0.0),
-                                 bool(row.get("accepted")), str(row.get("summary") or "")))
+                                 bool(row.get("accepted")), str(row.get("summary") or ""),
+                                 dict(row.get("buckets") or {})))
         return found
 
     def all_outcomes(self) -> list[Outcome]:

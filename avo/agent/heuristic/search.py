@@ -86,6 +86,8 @@ class Search:
     """Set of (knob, before, after) changes -> relative fitness they lost when measured (see `change_losses`)."""
     splits: list[tuple[dict[str, Value], str, float]] = field(default_factory=list)
     """(changes, bucket, gain): the winning bucket's part of a move that cost another bucket (`winning_parts`)."""
+    buckets: list[str] = field(default_factory=list)
+    """The table entries the timed cases take: a shared knob's change must fit in each of them."""
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -145,6 +147,8 @@ class Search:
         point = self._repair(point, set(changes), shape)
         if point is None or point == self.incumbent or self.tried(point):
             return None
+        if any(infeasible(other, point, self.smem_cap) for other in self._also_checked(point)):
+            return None
         if self.renders is not None and not self.renders(point):
             return None
         est = estimate(shape, self.incumbent, point, self.facts)
@@ -165,7 +169,18 @@ class Search:
         if len(buckets) != 1:
             return self.shape
         (bucket,) = buckets
+        return self.bucket_shape(bucket)
+
+    def bucket_shape(self, bucket: str) -> Shape:
+        """The kernel read as one table entry: that entry's knobs in their roles, the shared knobs in the rest."""
         return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket))
+
+    def _also_checked(self, point: Point) -> list[Shape]:
+        """The readings a point must also fit under: where it changes a shared knob, the whole kernel's and each
+        timed table entry's (a shared STAGES serves every entry, so it must fit beside each entry's own tile)."""
+        if not any(bucket_of(k) is None and self.incumbent.get(k) != v for k, v in point.items()):
+            return []
+        return [self.shape, *(self.bucket_shape(b) for b in self.buckets)]
 
     def _splits(self) -> list[Move]:
         moves = []
@@ -250,7 +265,8 @@ class Search:
 
 def _required_smem(message: str) -> tuple[int, int] | None:
     """(required, hardware limit) from Triton's OutOfResources message, or None if it does not say."""
-    found = re.search(r"Required:\s*(\d+),\s*Hardware limit:\s*(\d+)", message or "")
+    found = re.search(r"Required:\s*(\d+),\s*Hardware limit:\s*(\d+)", message or "") \
+        or re.search(r"need (\d+) bytes of shared memory.*?over (\d+)", message or "")  # a CUDA seed's own check
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 

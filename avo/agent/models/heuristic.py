@@ -103,13 +103,19 @@ class HeuristicModel:
 
     def _search(self, system: str, h: History, knobs, base_text: str) -> Search:
         kind = _task_kind(system, base_text)
+        # A table entry no timed case takes cannot move the fitness: only the entries the workload's cases take (as
+        # the results say) are tuned, beside the shared knobs.
+        taken = {b for o in h.all_outcomes() for b in o.buckets}
+        if taken:
+            knobs = [k for k in knobs if k.bucket is None or k.bucket in taken]
         shape = Shape(kind=kind, roles=roles(knobs), smem_limit=_smem_limit(system),
                       fixed=fixed_roles(base_text, knobs), arch=_arch(system))
         incumbent = point_from_text(base_text) or {}
         # Lines are independent, so a point can be written iff each of its values can.
         unwritable = {(k.name, v) for k in knobs for v in k.choices if not _renders(base_text, {k.name: v})}
         search = Search(knobs=knobs, shape=shape, incumbent=incumbent, incumbent_fitness=h.best_fitness,
-                        seed=self.seed, renders=lambda point: not any(item in unwritable for item in point.items()))
+                        seed=self.seed, buckets=sorted(taken),
+                        renders=lambda point: not any(item in unwritable for item in point.items()))
         for outcome in h.all_outcomes():
             if outcome.point is not None and set(outcome.point) == set(incumbent):
                 search.record(Trial(point=outcome.point, status=outcome.status, fitness=outcome.fitness,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from avo.agent.acceptance import bucket_table
 from avo.agent.tools.base import Tool, ToolArgs, ToolContext, ToolError
 from avo.agent.tools.workspace import skipped
 from avo.util import procs, safe_files
@@ -30,7 +31,11 @@ def lineage(ctx: ToolContext, args: LineageArgs):
         rows.append(f"{info.cid}{mark} {info.parent or '-':6} {info.status:14} {info.fitness:9.4g}  "
                     f"{info.summary[:120]} | {info.rationale[:100]}")
     keys = ("cid", "parent", "status", "fitness", "accepted", "summary", "rationale")
-    data = {"best": best, "baseline": baseline, "candidates": [{k: getattr(i, k) for k in keys} for i in infos]}
+    best_result = ctx.run.load_eval(best) if best else None
+    # Each row's per-bucket fitness too, as an evaluate result gives it: which table entries the timed cases take.
+    data = {"best": best, "baseline": baseline,
+            "candidates": [{**{k: getattr(i, k) for k in keys},
+                            "buckets": bucket_table(ctx.run.load_eval(i.cid), best_result)} for i in infos]}
     return "\n".join(rows), data
 
 
