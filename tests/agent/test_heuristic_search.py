@@ -347,7 +347,8 @@ def test_change_losses_records_what_a_set_of_changes_cost_against_its_incumbent(
                 Outcome("c0004", {"A": 3, "B": 2}, "compile_error", 0.0, False)]
     losses = change_losses(outcomes)
     assert losses == {frozenset({("A", 1, 2)}): pytest.approx(0.25),  # max(0.2, 1 - 0.9/1.2)
-                      frozenset({("B", 2, 1)}): pytest.approx(1 - 1 / 1.2)}  # undoing the accepted gain
+                      frozenset({("B", 2, 1)}): pytest.approx(1 - 1 / 1.2),  # undoing the accepted gain
+                      frozenset({("A", 1, 3)}): 1.0}  # a change that did not compile loses everything
 
 
 def test_undoing_a_change_accepted_for_a_measured_gain_waits_until_nothing_else_is_left():
@@ -360,3 +361,28 @@ def test_undoing_a_change_accepted_for_a_measured_gain_waits_until_nothing_else_
     assert not any(not p["EXP2"] or not p["MASK_SPLIT"] or p["NUM_STAGES"] == 2 for p in after[:8])
     first_off = next(i for i, p in enumerate(after) if not p["EXP2"])
     assert all(not p["EXP2"] for p in after[first_off:])  # undoing the largest gain (+19%) comes last
+
+
+def test_a_change_that_failed_is_not_made_again_beside_other_moves():
+    """On the H200 the GEMM seed's CLUSTER_M 2 did not compile; the search then paired it with eight other knobs'
+    moves, each a compile error. A failed change is held back like a measured loss: every other move goes first."""
+    from avo.agent.heuristic.history import Outcome
+    from avo.agent.heuristic.measured import change_losses
+    from avo.agent.heuristic.rules import Shape, fixed_roles, roles
+    from avo.agent.heuristic.search import Search, Trial
+
+    text = (Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma" / "kernel.py").read_text()
+    knobs = parse_knobs(text)
+    seed = point_of(knobs)
+    assert seed["CLUSTER_M"] == 1
+    failed = dict(seed, CLUSTER_M=2)
+    outcomes = [Outcome("c0000", seed, "correct", 1.0, True), Outcome("c0001", failed, "compile_error", 0.0, False)]
+    search = Search(knobs=knobs, shape=Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs)),
+                    incumbent=seed, incumbent_fitness=1.0, losses=change_losses(outcomes))
+    for o in outcomes[1:]:
+        search.record(Trial(point=o.point, status=o.status))
+    moves = search.next_moves(12)
+    assert len(moves) == 12 and not [m for m in moves if m.point["CLUSTER_M"] == 2], [m.describe() for m in moves]
+    held = Search(knobs=knobs, shape=search.shape, incumbent=seed, incumbent_fitness=1.0)
+    held.record(Trial(point=failed, status="compile_error"))
+    assert [m for m in held.next_moves(12) if m.point["CLUSTER_M"] == 2]  # without the record, it comes back

@@ -15,8 +15,9 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
     """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
     .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
     its time by more than MIN_LOSS records its relative loss under the set of changes that made it; an accepted point
-    that gained more than MIN_LOSS records, under the changes that undo it, the loss of going back. A later move that
-    makes all of the changes of a set again (from any incumbent) is held back by it; the largest such loss counts."""
+    that gained more than MIN_LOSS records, under the changes that undo it, the loss of going back; a point that failed
+    records a loss of 1 under its changes. A later move that makes all of the changes of a set again (from any
+    incumbent) is held back by it; the largest such loss counts."""
     losses: dict[frozenset, float] = {}
 
     def note(changes: list, loss: float) -> None:
@@ -32,7 +33,26 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
             continue
         if best > 0 and changed and fitness < best * (1.0 - MIN_LOSS):
             note(changed, 1.0 - fitness / best)
+    for o, incumbent in _failures(outcomes):  # a change that broke the kernel loses everything, made again
+        changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
+        if changed:
+            note(changed, 1.0)
     return losses
+
+
+def _failures(outcomes: list):
+    """(outcome, incumbent point of its time) for each outcome that failed (did not compile, crashed, timed out,
+    was wrong or rejected) after the baseline: on the H200 a cluster size the seed cannot build was tried again
+    beside eight other knobs' moves, each a compile error."""
+    incumbent = None
+    for o in outcomes:
+        if o.point is None:
+            continue
+        if o.status == "correct":
+            if incumbent is None or o.accepted:
+                incumbent = o.point
+        elif incumbent is not None and o.status != "pending":
+            yield o, incumbent
 
 
 def _walk(outcomes: list):
