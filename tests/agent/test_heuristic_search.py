@@ -344,7 +344,9 @@ def test_change_losses_records_what_a_set_of_changes_cost_against_its_incumbent(
                 Outcome("c0001", {"A": 2, "B": 1}, "correct", 0.8, False),
                 Outcome("c0002", better, "correct", 1.2, True),
                 Outcome("c0003", {"A": 2, "B": 2}, "correct", 0.9, False),
-                Outcome("c0004", {"A": 3, "B": 2}, "compile_error", 0.0, False)]
+                Outcome("c0004", {"A": 3, "B": 2}, "compile_error", 0.0, False),
+                # out of shared memory: the search's bound says where, so the change is not held back for it
+                Outcome("c0005", {"A": 1, "B": 4}, "compile_error", 0.0, False, "out of resource: shared memory")]
     losses = change_losses(outcomes)
     assert losses == {frozenset({("A", 1, 2)}): pytest.approx(0.25),  # max(0.2, 1 - 0.9/1.2)
                       frozenset({("B", 2, 1)}): pytest.approx(1 - 1 / 1.2),  # undoing the accepted gain

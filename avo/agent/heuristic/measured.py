@@ -6,6 +6,7 @@ and cost another (tried alone next). Both walk the outcomes in order, the incumb
 from __future__ import annotations
 
 from avo.agent.heuristic.knobs import Knob, Value, base_name, bucket_of
+from avo.agent.heuristic.rules import smem_failure
 
 MIN_LOSS = 0.02
 """A measured loss smaller than this is noise, not evidence against the change (see change_losses)."""
@@ -51,8 +52,8 @@ def _failures(outcomes: list):
         if o.status == "correct":
             if incumbent is None or o.accepted:
                 incumbent = o.point
-        elif incumbent is not None and o.status != "pending":
-            yield o, incumbent
+        elif incumbent is not None and o.status != "pending" and not smem_failure(o.message):
+            yield o, incumbent  # out of shared memory: the search's bound, calibrated by it, says where instead
 
 
 def _walk(outcomes: list):

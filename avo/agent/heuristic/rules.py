@@ -158,6 +158,12 @@ def accumulator_registers(shape: Shape, point: Point) -> float:
     return per_block / (32 * max(warps, 1))
 
 
+def smem_failure(message: str) -> bool:
+    """Whether a failed point's message says it ran out of shared memory (the search bounds shared memory then)."""
+    text = (message or "").lower()
+    return "shared memory" in text or "outofresources" in text or "out of resource" in text
+
+
 def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str | None:
     """Why a point cannot run well at all (it would not compile, or would spill its accumulators), or None."""
     limit = min(shape.smem_limit, smem_cap) if smem_cap else shape.smem_limit

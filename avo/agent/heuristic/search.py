@@ -21,7 +21,8 @@ from typing import Callable
 
 from avo.agent.heuristic import blackwell
 from avo.agent.heuristic.knobs import Knob, Point, Value, bucket_of, point_key
-from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes
+from avo.agent.heuristic.rules import (Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes,
+                                       smem_failure)
 from avo.agent.heuristic.speed import Estimate, estimate
 
 PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
@@ -99,7 +100,7 @@ class Search:
         operands take twice the model's 2 bytes) and the limit in the compiler's bytes."""
         key = point_key(trial.point)
         self.trials[key] = trial
-        if trial.status != "correct" and _is_smem_failure(trial.message):
+        if trial.status != "correct" and smem_failure(trial.message):
             counted = _required_smem(trial.message)
             need = smem_bytes(self.shape, trial.point)
             if counted is None:
@@ -268,11 +269,6 @@ def _required_smem(message: str) -> tuple[int, int] | None:
     found = re.search(r"Required:\s*(\d+),\s*Hardware limit:\s*(\d+)", message or "") \
         or re.search(r"need (\d+) bytes of shared memory.*?over (\d+)", message or "")  # a CUDA seed's own check
     return (int(found.group(1)), int(found.group(2))) if found else None
-
-
-def _is_smem_failure(message: str) -> bool:
-    text = (message or "").lower()
-    return "shared memory" in text or "outofresources" in text or "out of resource" in text
 
 
 def _nearest(choices: tuple[Value, ...], target: int) -> Value:
