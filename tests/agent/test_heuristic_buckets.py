@@ -141,17 +141,23 @@ def test_the_winning_part_of_a_mixed_move_is_tried_alone():
     assert (move.kind, move.point) == ("split", {"BLOCK_M@small": 64, "BLOCK_M@large": 128})
 
 
-def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, monkeypatch, capsys):
+def evolve_table(tmp_path: Path, monkeypatch, text: str, max_candidates: int):
+    """A heuristic evolve of the seed `text` over WORKLOAD, scored by the fake table evaluator; the finished run."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     seed = tmp_path / "seed"
     seed.mkdir()
-    (seed / "kernel.py").write_text(SEED)
-    flags = {"agent.kind": "heuristic", "budget.max_candidates": 30,
+    (seed / "kernel.py").write_text(text)
+    flags = {"agent.kind": "heuristic", "budget.max_candidates": max_candidates,
              "evaluation.workload": WORKLOAD.model_dump(mode="json")}
     session, run, lines = fake_session(tmp_path, evaluator=TableEvaluator(), task=GemmTask(WORKLOAD), seed=seed,
                                        flags=flags)
     done = drive(session, run, lines)
     assert done.code == 0, done.out
+    return done
+
+
+def test_an_evolve_over_two_buckets_ends_with_each_buckets_own_tile(tmp_path, monkeypatch, capsys):
+    done = evolve_table(tmp_path, monkeypatch, SEED, max_candidates=30)
     best = done.run.lineage.best
     done.run.lineage.checkout(best, tmp_path / "best")
     best_point = point_of(parse_knobs((tmp_path / "best" / "kernel.py").read_text()))
@@ -186,16 +192,7 @@ UNUSED = SEED.replace('''    "large": dict(
 def test_an_entry_no_timed_case_takes_is_left_as_it_is(tmp_path, monkeypatch):
     # The workload's cases never take `huge`: a move of its tile cannot change the fitness, so none is made.
     assert "bucket=huge" in UNUSED and 'return "huge"' in UNUSED
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    (seed / "kernel.py").write_text(UNUSED)
-    flags = {"agent.kind": "heuristic", "budget.max_candidates": 12,
-             "evaluation.workload": WORKLOAD.model_dump(mode="json")}
-    session, run, lines = fake_session(tmp_path, evaluator=TableEvaluator(), task=GemmTask(WORKLOAD), seed=seed,
-                                       flags=flags)
-    done = drive(session, run, lines)
-    assert done.code == 0, done.out
+    done = evolve_table(tmp_path, monkeypatch, UNUSED, max_candidates=12)
     lineage = done.run.lineage
     baseline = done.run.load_eval(lineage.baseline)
     assert [c.bucket for c in baseline.bench_cases()] == ["small", "small", "large", "large"]

@@ -44,28 +44,29 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
 def _failures(outcomes: list):
     """(outcome, incumbent point of its time) for each outcome that failed (did not compile, crashed, timed out,
     was wrong or rejected) after the baseline: on the H200 a cluster size the seed cannot build was tried again
-    beside eight other knobs' moves, each a compile error."""
-    incumbent = None
-    for o in outcomes:
-        if o.point is None:
-            continue
-        if o.status == "correct":
-            if incumbent is None or o.accepted:
-                incumbent = o.point
-        elif incumbent is not None and o.status != "pending" and not smem_failure(o.message):
-            yield o, incumbent  # out of shared memory: the search's bound, calibrated by it, says where instead
+    beside eight other knobs' moves, each a compile error. Out of shared memory is left out: the search's bound,
+    calibrated by it, says where instead."""
+    for o, incumbent, _ in _history(outcomes):
+        if o.status not in ("correct", "pending") and not smem_failure(o.message):
+            yield o, incumbent
 
 
 def _walk(outcomes: list):
     """(outcome, incumbent point, incumbent fitness) for each correct outcome after the first (the baseline), the
     incumbent advancing on every accepted one."""
+    return ((o, i, best) for o, i, best in _history(outcomes) if o.status == "correct")
+
+
+def _history(outcomes: list):
+    """(outcome, incumbent point, incumbent fitness) for each outcome with a point after the baseline (the first
+    correct one), the incumbent advancing on every accepted correct one."""
     incumbent, best = None, 0.0
     for o in outcomes:
-        if o.point is None or o.status != "correct":
+        if o.point is None:
             continue
         if incumbent is not None:
             yield o, incumbent, best
-        if incumbent is None or o.accepted:
+        if o.status == "correct" and (incumbent is None or o.accepted):
             incumbent, best = o.point, o.fitness
 
 
