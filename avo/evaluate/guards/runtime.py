@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from avo.evaluate.guards.modes import evaluator_mode
 from avo.evaluate.guards.rules import Rejection, waived
 
 # Ops that move, shape, allocate or index memory: a kernel wrapper may need them; none of them computes the answer.
@@ -97,11 +98,10 @@ def _from_triton(torch_dir: str, triton_dir: str) -> bool:
 def _recording_mode(seen: set[str], *, skip_pointwise: bool = False):
     import torch
     import triton
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     dirs = (_package_dir(torch), _package_dir(triton))
 
-    class _Record(TorchDispatchMode):
+    class _Record(evaluator_mode()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = _op_name(func)
             if not (skip_pointwise and torch.Tag.pointwise in getattr(func, "tags", ())) and (

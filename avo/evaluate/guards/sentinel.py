@@ -32,12 +32,13 @@ _WATCHED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "th
 
 
 def _warm_runtime() -> None:
-    """Start torch's intra-op pool and CUDA's helper threads, and let torch do its lazy rebinding, now: so that all of
-    it belongs to the baseline."""
+    """Start torch's intra-op pool and CUDA's helper threads, and let torch's first entry into a dispatch mode happen,
+    now: so that all of it belongs to the baseline."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class _Warm(TorchDispatchMode):  # entering a mode the first time makes torch rebind some functions lazily
+    from avo.evaluate.guards.modes import evaluator_mode
+
+    class _Warm(evaluator_mode()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 

@@ -72,9 +72,10 @@ def poison_allocations():
     gives each contiguous one a red zone of RED_ZONE_BYTES past its end: `overrun()` names the first allocation whose
     red zone was written (a last block stored unmasked), which no output comparison can see."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class _PoisonAllocations(TorchDispatchMode):
+    from avo.evaluate.guards.modes import evaluator_mode
+
+    class _PoisonAllocations(evaluator_mode()):
         zones: list = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

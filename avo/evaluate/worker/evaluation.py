@@ -137,8 +137,8 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     parts.start("references")
     ctx.judge = _judge(ctx, setup)
     base = _base_fields(ctx)
-    # Before any Sentinel exists: recording the reference's ops under a dispatch mode imports torch._dynamo, which
-    # rebinds torch.manual_seed; done later, that would read as a candidate patching a scoring function.
+    # Before any Sentinel exists, so that nothing the reference or the library does reads as the candidate's. (The
+    # recorder's dispatch mode imports no torch._dynamo: guards/modes.py.)
     parts.start("ops")
     forbidden = _forbidden(ctx, setup.get("forbidden"))
     parts.start("library")
