@@ -41,6 +41,14 @@ def _out_bytes(header: dict) -> int:
         return 0
 
 
+def warm() -> None:
+    """What judging imports in avo's process (torch, the comparisons), imported while a worker starts up rather than
+    while it waits for its first verdict: about a second on a CPU machine, once per avo process."""
+    import torch  # noqa: F401
+
+    from avo.evaluate.worker import correctness  # noqa: F401
+
+
 class Judge:
     """avo's end of one worker's two check pipes: `child_fds` go to the worker; `answers` are the verdict lines to
     send it; `apply` is the last word on its results."""

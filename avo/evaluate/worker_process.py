@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from avo.evaluate import trusted_cache
-from avo.evaluate.judge import Judge
+from avo.evaluate.judge import Judge, warm as warm_judging
 from avo.util import procs
 
 READY = b"ready"
@@ -91,6 +91,7 @@ class WorkerProcess:
         self._report: str | None = None
         self._released = False
         self._send(dict(setup, progress_path=str(self.progress_path), spawned_at=time.time()))
+        warm_judging()  # while the worker imports its own
         if not gated:
             self.release()
 

@@ -42,8 +42,8 @@ def test_a_prepared_worker_scores_the_next_candidate_without_the_set_up(tmp_path
         assert ev._spare is not None and ev._spare is not spare, "the next one is a new process"
     finally:
         ev.close()
-    assert second.stage_s["waited"] < 0.3, second.stage_s
-    assert second.wall_s < first.wall_s - 0.5, (first.wall_s, second.wall_s)
+    # Its set-up ended before the candidate was handed to it: the request waited for none of it.
+    assert second.stage_s["waited"] == 0.0, second.stage_s
 
 
 def test_the_worker_prepared_during_the_first_evaluation_is_told_the_ops_it_recorded(monkeypatch):
@@ -108,3 +108,30 @@ def test_ops_passed_on_that_miss_what_the_reference_does_are_recorded_again(tmp_
     shutil.copytree(CHEATS / "library_dynamic_name", folder)
     result = ev.evaluate(folder)
     assert (result.status, result.rule) == ("rejected", "runtime.library_op"), result.message
+
+
+def test_avo_imports_what_judging_needs_while_the_worker_starts(tmp_path):
+    """The first verdict is computed in avo's process with torch: imported when a worker is started, beside the
+    worker's own imports, not while the worker waits for that verdict (about a second on a CPU machine)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        from avo.config import EvalConfig
+        from avo.evaluate.harness import Evaluator
+        from avo.gpus import PROFILES
+
+        ev = Evaluator("gemm", device="interpret", gpu=PROFILES["h200"], prewarm=True,
+                       config=EvalConfig(check_suite="tiny", bench_suite="", sandbox="off"))
+        before = "torch" in sys.modules
+        ev.warm()
+        after = "torch" in sys.modules
+        ev.close()
+        print(before, after)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]
