@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import needs
 import pytest
 
 from avo.evaluate.worker.loader import load_entry
@@ -135,3 +136,45 @@ def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_pa
         assert (plan.build.block_n, *plan[1:]) == (256, *expected), (work, parts)
     # No partial wave (132 tiles on 132 SMs): nothing to cut, and the row says so.
     assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:] == (132, 132, 1)
+
+
+
+def _clustered(tmp_path):
+    """The seed with CLUSTER_M 2 (FIT_WIDTHS on, as shipped), as an evolve candidate would set it: its entry and
+    its clustered builds by width."""
+    import re
+    import shutil
+
+    from avo.cuda import declared_builds
+
+    folder = tmp_path / "clustered"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source, knob = (folder / "kernel.py").read_text(), "CLUSTER_M = 1  # avo: tune 1 2"
+    assert knob in source and "FIT_WIDTHS = True" in source
+    (folder / "kernel.py").write_text(source.replace(knob, knob.replace("= 1", "= 2", 1)))
+    entry = load_entry(folder, "gemm")
+    widths = {}
+    for build in declared_builds(folder):
+        flags = dict(re.findall(r"-D(\w+)=(\w+)", " ".join(build.flags)))
+        if flags.get("CLUSTER_M") == "2":
+            widths[int(flags["BLOCK_N"])] = build
+    return entry, widths
+
+
+def test_with_clusters_of_two_every_declared_width_splits_between_the_blocks(tmp_path):
+    """CLUSTER_M 2 with FIT_WIDTHS on once declared a 192-wide build, which gemm.cu's static_assert refuses (two
+    blocks share a tile's three 64-column boxes of B unequally): each such evolve candidate failed to compile."""
+    entry, widths = _clustered(tmp_path)
+    assert set(widths) == {256, 128}
+    for case in cases("bench", "wide"):  # every shape still has a plan, on a width two blocks can share
+        p = case.params
+        assert entry.__globals__["plan"](p["M"], p["N"], p["K"], H200_SMS).build.block_n in widths
+
+
+@needs.nvrtc
+def test_with_clusters_of_two_every_declared_build_compiles_for_hopper(tmp_path):
+    from avo.cuda import CudaModule
+
+    _, widths = _clustered(tmp_path)
+    for n, build in widths.items():
+        assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", n

@@ -97,8 +97,10 @@ class _Build:
 
 
 _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
-# Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept).
-_WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N]
+# Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept). With clusters
+# each block of a cluster loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two
+# blocks cannot share it and that width is left out.
+_WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
 _LARGE = {n: _Build(BLOCK_M, n, STAGES + (n == 128 < BLOCK_N), CONSUMERS, CLUSTER_M) for n in _WIDTHS}
 _SIMPLE = load_module("simple.cu")
 
