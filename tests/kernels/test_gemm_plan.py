@@ -178,3 +178,19 @@ def test_with_clusters_of_two_every_declared_build_compiles_for_hopper(tmp_path)
     _, widths = _clustered(tmp_path)
     for n, build in widths.items():
         assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", n
+
+
+def test_split_calls_on_two_streams_get_workspaces_of_their_own():
+    """The partials and arrival counters of split tiles are per device and stream: two split GEMMs running at once
+    on two streams would otherwise sum into each other's partials. (On the CPU: the buffers' bookkeeping.)"""
+    g = seed_globals()
+    workspace, held = g["_workspace"], g["_WORKSPACE"]
+    held.clear()
+    first = workspace("cpu", 1, 1024, 8)
+    assert workspace("cpu", 1, 512, 4) is first, "a stream's smaller call reuses its buffers"
+    other = workspace("cpu", 2, 1024, 8)
+    assert other[0].data_ptr() != first[0].data_ptr() and other[1].data_ptr() != first[1].data_ptr()
+    grown = workspace("cpu", 1, 4096, 8)
+    assert grown[0].numel() == 4096 and grown[1].numel() == 8 and int(grown[1].abs().sum()) == 0
+    assert workspace("cpu", 2, 1024, 8) is other, "growing one stream's leaves the other's alone"
+    held.clear()

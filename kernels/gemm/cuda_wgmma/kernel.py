@@ -141,16 +141,18 @@ def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms:
     return time
 
 
-def _workspace(device, partial_floats: int, counters: int):
+def _workspace(device, stream: int, partial_floats: int, counters: int):
     """fp32 partials and per-tile arrival counters (zero between calls: the last unit of a tile resets its own),
-    grown as shapes need and kept."""
-    held = _WORKSPACE.get(device)
+    grown as shapes need and kept: one pair per device and stream, since split calls on two streams at once would
+    otherwise sum into each other's partials and count each other's arrivals."""
+    key = (device, stream)
+    held = _WORKSPACE.get(key)
     if held is None or held[0].numel() < partial_floats or held[1].numel() < counters:
         floats = max(partial_floats, held[0].numel() if held else 0)
         count = max(counters, held[1].numel() if held else 0)
         held = (torch.empty(floats, dtype=torch.float32, device=device),
                 torch.zeros(count, dtype=torch.int32, device=device))
-        _WORKSPACE[device] = held
+        _WORKSPACE[key] = held
     return held
 
 
@@ -220,7 +222,8 @@ def gemm(a, b):
     partials, arrivals = c, c  # unread when unsplit
     if splits > 1:  # a slot per consumer of each split tile
         slots = (planned.tiles - whole) * build.cluster_m * build.consumers
-        partials, arrivals = _workspace(a.device, slots * splits * (build.block_m // build.consumers) *
+        stream = torch.cuda.current_stream(a.device).cuda_stream  # only split calls pay for the lookup
+        partials, arrivals = _workspace(a.device, stream, slots * splits * (build.block_m // build.consumers) *
                                         build.block_n, slots)
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     module.launch(_KERNELS[a.dtype], grid, build.threads,
