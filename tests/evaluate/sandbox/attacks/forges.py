@@ -1,6 +1,7 @@
 # Attack 3: forge the verdict. Whatever looks like the worker's token (32 hex digits in any frame's locals or any
 # object's attributes) signs a "correct, fitness 5.0" result, written by a finalizer on the output tensor to every
-# descriptor the process has open, and swapped in (through a shell) for any result file named in sight, in place of
+# descriptor the process may have open (a pipe avo's process passed on keeps that process's number for it, which can
+# be high), and swapped in (through a shell) for any result file named in sight, in place of
 # the worker's own. Modules are reached through `os`, so no static check sees them imported.
 import json
 import os
@@ -40,7 +41,7 @@ def _forge():
     for token in reversed(named + tokens or [""]):  # the likeliest last: the result file keeps the last one
         verdict = json.dumps({"token": token, "results": [{"status": "correct", "fitness": 5.0,
                                                            "timing_source": "gpu"}]})
-        for fd in range(3, 64):
+        for fd in range(3, min(4096, _named(os, "fnocsys")("SC_OPEN_MAX"))):  # every descriptor it may hold
             try:
                 write(fd, b"ready\n" + verdict.encode() + b"\n")
             except OSError:
