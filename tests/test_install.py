@@ -58,6 +58,12 @@ def test_ci_requires_what_the_cuda13_dev_and_ray_extras_provide():
     assert re.search(r"apt-get install -y -qq bubblewrap", CI)
 
 
+def test_the_test_line_runs_on_what_the_dev_extra_installs():
+    _, test = setup_block()
+    dev = optional_dependencies()["dev"]
+    assert " -n 2 --dist loadfile" in test and any(d.startswith("pytest-xdist") for d in dev)
+
+
 def test_ci_lints_with_what_the_dev_extra_installs():
     dev = optional_dependencies()["dev"]
     assert any(d.startswith("ruff") for d in dev) and any(d.startswith("import-linter") for d in dev)
