@@ -16,9 +16,7 @@ The compiles then run in parallel, in one of two ways:
   refuses a candidate's writes there as in the worker; a kernel whose compile failed, or raised a Sentinel finding,
   or was not done by CHILD_LIMIT_S, is left to its first launch, in the worker;
 - threads (`EvalConfig.compile_ahead = "threads"`, or no fork): the pool's threads, as Triton's AsyncCompileMode
-  runs them, with `ast.parse` taken by one at a time: CPython up to 3.11.8 keeps the AST constructor's recursion
-  depth in interpreter-wide state, so two threads parsing at once can raise "SystemError: AST constructor recursion
-  depth mismatch" (CPython issue 106905) and fail a compile for nothing.
+  runs them (their parses of the kernels' sources take turns where CPython needs it: avo/util/pyast.py).
 
 An autotuned kernel has all its configs compiled, and its choice is left to its real launches. Best effort by
 design: a wrapper that fails on meta tensors, a kernel that fails to compile, or a Triton without AsyncCompileMode
@@ -28,7 +26,6 @@ start before the Sentinel takes its snapshot, so they are the evaluator's, not t
 
 from __future__ import annotations
 
-import ast
 import gc
 import os
 import signal
@@ -129,24 +126,11 @@ def compile_ahead(pool: CompilePool, calls: list[Callable[[], Any]]) -> Outcome:
     outcome.kernels = len(jobs)
     failed = in_children(jobs, pool.workers) if pool.way == "processes" and jobs else set()
     # From the cache on disk where a child compiled it; compiled here where no child could be forked (or threads).
-    with _one_parse_at_a_time():
-        loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
+    loaded = list(pool.executor.map(_load, [None if i in failed else job for i, job in enumerate(jobs)]))
     outcome.failed = sum(not _finalize(job, kernel) for job, kernel in zip(jobs, loaded))
     if not outcome.note:
         outcome.note = next((str(k) for k in loaded if isinstance(k, _Failed)), "")
     return outcome
-
-
-def _one_parse_at_a_time():
-    """`ast.parse` behind a lock while compiles run on threads (see the module's docstring)."""
-    lock = threading.Lock()
-    parse = ast.parse
-
-    def serial(*args, **kwargs):
-        with lock:
-            return parse(*args, **kwargs)
-
-    return mock.patch.object(ast, "parse", serial)
 
 
 class _Failed:

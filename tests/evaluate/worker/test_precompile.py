@@ -8,7 +8,6 @@ runs too long only leaves work for the first launch.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -306,32 +305,3 @@ def test_a_child_builds_the_launcher_of_each_kernel_it_compiled(tmp_path, monkey
     assert precompile.in_children(jobs, workers=2, limit_s=30) == set()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["launcher-a", "launcher-c"]
 
-
-def test_on_threads_no_two_compiles_parse_at_once(h200, monkeypatch):
-    """Two threads in ast.parse at once can fail a compile in CPython ≤ 3.11.8 ("AST constructor recursion depth
-    mismatch"); on threads the parses take turns. A parse that yields the GIL midway makes an overlap certain
-    without the turns."""
-    import ast
-
-    inside, most = [0], [0]
-    parse = ast.parse
-    entered = threading.Barrier(2, timeout=0.5)
-
-    def slow_parse(*args, **kwargs):
-        inside[0] += 1
-        most[0] = max(most[0], inside[0])
-        try:
-            entered.wait()  # a second parser arrives here within the timeout only where parses overlap
-        except threading.BrokenBarrierError:
-            entered.reset()
-        try:
-            return parse(*args, **kwargs)
-        finally:
-            inside[0] -= 1
-
-    monkeypatch.setattr(ast, "parse", slow_parse)
-    pool = precompile.CompilePool(4, "threads")
-    sizes = [(1, torch.float32), (17, torch.float32), (64, torch.float32), (64, torch.float16)]
-    outcome = precompile.compile_ahead(pool, [lambda n=n, d=d: scale(meta(n, d)) for n, d in sizes])
-    assert (outcome.kernels, outcome.failed) == (4, 0), outcome.note
-    assert most[0] == 1
