@@ -24,14 +24,19 @@ step_setup() {
 step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
 
 # The GPU tests, each failure's report written to $OUT/failures.txt as it happens (a call cut by its time limit
-# keeps them). TESTS: which (default all). GPU_SHARE=1 or 2: one of two halves of about 5 minutes each on the H200
-# (the cheats and the harness's timing tests; everything else), for a suite longer than one call.
-HALF_ONE="tests/evaluate/test_cheats.py tests/evaluate/test_harness_gpu.py"
+# keeps them). TESTS: which (default all). GPU_SHARE=1, 2 or 3: one of three shares, each under 7 minutes on the
+# H200, for a suite longer than one call: the cheats and the harness's timing tests; the other timing-sensitive
+# files, one after another; everything else, four files at a time (pytest-xdist, in .whl/ by
+# `bash ../shared/device/wheels.sh pytest-xdist execnet`).
+SHARE_ONE="tests/evaluate/test_cheats.py tests/evaluate/test_harness_gpu.py"
+SHARE_TWO="tests/evaluate/worker/test_timing.py tests/evaluate/test_pool_gpu.py tests/package/test_gpu.py
+  tests/profile/test_ncu_gpu.py tests/profile/test_ncu_sandbox_gpu.py tests/evaluate/sandbox/test_trusted_cache_gpu.py"
 step_tests() {
   local tests=${TESTS:-}
   case "${GPU_SHARE:-}" in
-    1) tests=$HALF_ONE ;;
-    2) tests=$(for f in $HALF_ONE; do printf -- '--ignore=%s ' "$f"; done) ;;
+    1) tests=$SHARE_ONE ;;
+    2) tests=$SHARE_TWO ;;
+    3) tests="-n 4 --dist loadfile $(for f in $SHARE_ONE $SHARE_TWO; do printf -- '--ignore=%s ' "$f"; done)" ;;
   esac
   AVO_TEST_FAILURES="$OUT/failures.txt" timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -rs \
     -p no:cacheprovider --durations=15 $tests 2>&1 | tee "$OUT/pytest_gpu.txt" \
