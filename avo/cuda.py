@@ -349,13 +349,34 @@ def _device_of(args: tuple) -> int:
 
 
 def _dims(value: int | tuple[int, ...]) -> tuple[int, ...]:
+    if type(value) is int and value >= 1:  # the common case first: launch runs on the caller's critical path
+        return (value,)
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
         raise ValueError(f"grid and block are 1 to 3 positive ints; got {value!r}")
     return dims
 
 
+def _int32(value: int) -> Any:
+    if not -2**31 <= value < 2**31:
+        raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
+    return _converters()[1](value)
+
+
+@functools.lru_cache(maxsize=1)
+def _converters() -> tuple[dict, Any]:
+    """Conversions by exact type, for the launch's hot path (each argument of each call), and numpy's int32."""
+    import numpy
+    import torch
+
+    return {torch.Tensor: lambda t: numpy.uint64(t.data_ptr()), TensorMap: lambda m: m.arg, int: _int32,
+            bool: numpy.bool_, float: numpy.float32}, numpy.int32
+
+
 def _kernel_arg(value: Any) -> Any:
+    convert = _converters()[0].get(type(value))
+    if convert is not None:
+        return convert(value)
     import numpy
     import torch
 
@@ -368,9 +389,7 @@ def _kernel_arg(value: Any) -> Any:
     if isinstance(value, numpy.generic):
         return value
     if isinstance(value, int):
-        if not -2**31 <= value < 2**31:
-            raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
-        return numpy.int32(value)
+        return _int32(value)
     if isinstance(value, float):
         return numpy.float32(value)
     raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools, numpy "

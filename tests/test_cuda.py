@@ -111,6 +111,24 @@ def test_kernel_arguments_are_converted_to_c_types():
         cuda._kernel_arg("x")
     with pytest.raises(ValueError, match="positive ints"):
         cuda._dims((0, 1))
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="positive ints"):
+            cuda._dims(bad)
+    assert cuda._dims(132) == (132,) and cuda._dims((2, 3)) == (2, 3)
+
+
+def test_subclasses_convert_as_their_base_types():
+    """Arguments are converted by exact type first (the launch's hot path); a subclass takes the general path."""
+    import torch
+
+    class Count(int):
+        pass
+
+    weight = torch.nn.Parameter(torch.zeros(4))
+    assert cuda._kernel_arg(weight) == weight.data_ptr() and cuda._kernel_arg(weight).dtype == numpy.uint64
+    assert cuda._kernel_arg(Count(3)).dtype == numpy.int32 and cuda._kernel_arg(numpy.bool_(True)).dtype == numpy.bool_
+    with pytest.raises(ValueError, match="numpy.int64"):
+        cuda._kernel_arg(Count(2**31))
 
 
 def test_trim_log_drops_the_folder_and_keeps_the_first_lines(tmp_path):
