@@ -5,11 +5,14 @@ torch.matmul (cuBLAS) in one process, interleaved.
 Each time is the median of `--reps` calls, each preceded by an L2 flush and a GPU spin that hides the host's launch
 work (as the evaluator times), so the figures are the GPU's. Prints one line per shape and configuration (speedup
 over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the seed's own plan with
-the split tail on and off (TAIL_SPLITS=1), and the geometric mean of each.
+the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the geometric mean of
+each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the last full wave and
+past the last two (`stream256w1`: 256 wide, one wave).
 
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
     python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
     python3 scripts/gemm_config_sweep.py --plans --shapes 1024x10240x8192,256x10240x8192
+    python3 scripts/gemm_config_sweep.py --stream --suite wide --max-m 16384
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ VARIANTS = {  # name -> knob settings of the seed's kernel.py (bucketed entries 
     "large128x128s4": {"FIT_WIDTHS": False, "BLOCK_N": 128, "STAGES": 4},
     "large128x192s3": {"FIT_WIDTHS": False, "BLOCK_N": 192, "STAGES": 3},
 }
-PLANS = {"plan": {}, "plan-no-tail": {"TAIL_SPLITS": 1}}  # --plans: the seed's own choice, tail on and off
+# --plans: the seed's own choice, with the split tail or stream-K off
+PLANS = {"plan": {}, "plan-no-tail": {"TAIL_SPLITS": 1, "STREAM_K": False}, "plan-no-stream": {"STREAM_K": False}}
+STREAMS = [(width, waves) for width in (256, 192, 128) for waves in (1, 2)]  # --stream: forced stream-K
 
 
 def variant(name: str, settings: dict, root: Path):
@@ -60,7 +65,30 @@ def forced(gemm, work: str, parts: int):
         own = plan(M, N, K, sms)
         slots = sms // own.build.cluster_m
         whole = own.tiles if parts == 1 else 0 if work == "split" else own.tiles // slots * slots
-        return own._replace(whole=whole, splits=1 if whole == own.tiles else min(parts, -(-K // 64)))
+        return own._replace(whole=whole, splits=1 if whole == own.tiles else min(parts, -(-K // 64)), stream=0)
+
+    g["plan"] = fixed
+    g["_PLANS"].clear()
+    return gemm
+
+
+def forced_stream(gemm, width: int, waves: int):
+    """The seed's wrapper with stream-K forced on `width`-wide tiles past all but `waves` - 1 full waves (all its
+    tiles whole where every wave is full, or the width is not built)."""
+    g = gemm.__globals__
+    plan = g.setdefault("_own_plan", g["plan"])
+
+    def fixed(M, N, K, sms):
+        own = plan(M, N, K, sms)
+        build = g["_LARGE"].get(width)
+        if build is None or M <= g["FEW_ROWS"]:
+            return own
+        count, k_steps = -(-M // build.block_m) * -(-N // width), -(-K // 64)
+        whole = max(0, (count // sms - waves + 1) * sms)
+        if count % sms == 0:
+            return g["Plan"](build, count, count, 1)
+        _, blocks, pieces = g["_stream_time"](build, count, whole, k_steps, sms)
+        return g["Plan"](build, count, whole, pieces, blocks) if blocks else g["Plan"](build, count, count, 1)
 
     g["plan"] = fixed
     g["_PLANS"].clear()
@@ -69,8 +97,9 @@ def forced(gemm, work: str, parts: int):
 
 def options(args, m: int) -> list[tuple[str, str, int]]:
     """(variant, work, parts) to time for a shape with m rows."""
-    if args.plans:
-        return [(name, "own", 0) for name in PLANS]
+    if args.plans or args.stream:
+        return [(name, "own", 0) for name in PLANS] + \
+            [(f"stream{w}w{v}", "stream", (w, v)) for w, v in STREAMS if args.stream and m > 64]
     few = [name for name in VARIANTS if name.startswith("few") == (m <= 64)]
     return [(name, "split", s) for name in few for s in args.splits] + \
         [(name, "tail", s) for name in few for s in args.tails if m > 64]
@@ -111,11 +140,15 @@ def main() -> None:
     parser.add_argument("--splits", type=_ints, default="1,2,3,4,6,8", help="split-K parts to time")
     parser.add_argument("--tails", type=_ints, default="2,3,4", help="split-tail parts to time")
     parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
+    parser.add_argument("--stream", action="store_true", help="the plans, and stream-K forced per width and waves")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp())
-    entries = {name: variant(name, settings, root) for name, settings in (PLANS if args.plans else VARIANTS).items()}
+    own = PLANS if args.plans or args.stream else VARIANTS
+    entries = {name: variant(name, settings, root) for name, settings in own.items()}
+    if args.stream:
+        entries.update({f"stream{w}w{v}": variant(f"stream{w}w{v}", {}, root) for w, v in STREAMS})
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     rows = []
     for case, m, n, k in shapes(args):
@@ -125,7 +158,9 @@ def main() -> None:
         best = None
         for name, work, parts in options(args, m):
             gemm = entries[name]
-            if work != "own":
+            if work == "stream":
+                forced_stream(gemm, *parts)
+            elif work != "own":
                 forced(gemm, work, parts)
             out = gemm(a, b)
             err = ((out.float() - expected.float()).norm() / expected.float().norm()).item()
@@ -136,17 +171,18 @@ def main() -> None:
             speedup = library / ours
             plan = gemm.__globals__["_PLANS"][m, n, k, gemm.__globals__["_sm_count"](a.device)]
             row = {"case": case, "config": name, "work": work, "block_n": plan.build.block_n,
-                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "ms": ours,
+                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "stream": plan.stream, "ms": ours,
                    "library_ms": library, "speedup": speedup, "rel_err": err}
             rows.append(row)
             print(f"{case:20s} {name:16s} {plan.build.block_n:3d} wide, {plan.whole:5d} of {plan.tiles:5d} tiles "
-                  f"whole, others in {plan.splits}: {speedup:6.3f}x  ({ours * 1e3:7.1f} us, cublas "
+                  f"whole, others in {plan.splits}{f' over {plan.stream} blocks' if plan.stream else ''}: "
+                  f"{speedup:6.3f}x  ({ours * 1e3:7.1f} us, cublas "
                   f"{library * 1e3:7.1f} us, err {err:.1e})", flush=True)
             if best is None or speedup > best["speedup"]:
                 best = row
         print(f"BEST {case:20s} {best['config']} {best['block_n']} wide, {best['whole']} whole, splits "
               f"{best['splits']}: {best['speedup']:.3f}x", flush=True)
-    for name in dict.fromkeys(row["config"] for row in rows if args.plans):
+    for name in dict.fromkeys(row["config"] for row in rows if args.plans or args.stream):
         ratios = [row["speedup"] for row in rows if row["config"] == name]
         print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x cuBLAS on {torch.cuda.get_device_name()}")

@@ -1,6 +1,7 @@
-"""gemm/cuda_wgmma's plan() on the bench and wide suites (CPU): what the split tail (rule 4) changes and what it
-leaves alone. The tables are the plans as they were before the tail existed, and the shapes the tail takes over;
-the GPU side of the same shapes is tests/kernels/test_gemm_splitk.py."""
+"""gemm/cuda_wgmma's plan() on the bench and wide suites (CPU): what the split tail (rule 4) and stream-K (rule 5)
+change and what they leave alone. The tables are the plans as they were before the tail existed, the shapes the
+tail takes over, and those stream-K takes over from both; the GPU side of the same shapes is
+tests/kernels/test_gemm_splitk.py."""
 
 from __future__ import annotations
 
@@ -54,6 +55,21 @@ WITH_TAIL = {
 }
 
 
+# The shapes stream-K takes (rows, width, tiles, whole, most pieces of a tile, blocks): the tiles past the last full
+# wave, or the last two, dealt out in equal runs.
+WITH_STREAM = {
+    "8192x8192x8192": (128, 256, 2048, 1848, 2, 132),
+    "8192x14336x4096": (128, 256, 3584, 3432, 2, 132),
+    "256x10240x8192": (128, 128, 160, 0, 2, 132),
+    "256x57344x8192": (128, 256, 448, 264, 2, 132),
+    "1024x10240x8192": (128, 256, 320, 132, 2, 132),
+    "1024x57344x8192": (128, 256, 1792, 1584, 2, 132),
+    "4096x8192x28672": (128, 256, 1024, 792, 2, 132),
+    "16384x8192x8192": (128, 256, 4096, 3960, 2, 132),
+    "16384x8192x28672": (128, 256, 4096, 3960, 2, 132),
+}
+
+
 def seed_globals(**knobs) -> dict:
     g = load_entry(SEED, "gemm").__globals__
     g.update(knobs)
@@ -67,27 +83,54 @@ def cases(*suites):
 def planned(g: dict, case) -> tuple:
     p = case.params
     plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
-    return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits
+    return (plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits) + \
+        ((plan.stream,) if plan.stream else ())
 
 
 def test_the_tables_name_every_bench_and_wide_shape():
     assert {case.name for case in cases("bench", "wide")} == set(BEFORE)
-    assert set(WITH_TAIL) < set(BEFORE)
+    assert set(WITH_TAIL) < set(BEFORE) and set(WITH_STREAM) < set(BEFORE)
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
+def test_stream_k_changes_only_the_shapes_whose_waves_it_evens_out(case):
+    assert planned(seed_globals(), case) == \
+        WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name]))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_changes_only_the_shapes_whose_last_wave_it_fills(case):
-    assert planned(seed_globals(), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
+    assert planned(seed_globals(STREAM_K=False), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_knob_at_1_gives_the_plans_from_before_the_tail(case):
-    assert planned(seed_globals(TAIL_SPLITS=1), case) == BEFORE[case.name]
+    assert planned(seed_globals(TAIL_SPLITS=1, STREAM_K=False), case) == BEFORE[case.name]
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide", "check"), ids=lambda c: c.name)
+def test_a_stream_plan_starts_on_a_wave_boundary_and_is_estimated_faster_than_the_other_rules(case):
+    g = seed_globals()
+    p = case.params
+    plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
+    if not plan.stream:
+        return
+    k_steps, slots = -(-p["K"] // 64), H200_SMS // plan.build.cluster_m
+    total = (plan.tiles - plan.whole) * k_steps
+    assert plan.whole % slots == 0 and 0 < plan.tiles - plan.whole < g["STREAM_WAVES"] * slots, case.name
+    assert 2 <= plan.stream <= slots and plan.stream * g["MIN_RUN_STEPS"] <= total
+    runs = g["stream_runs"](plan.tiles, plan.whole, k_steps, plan.stream)
+    assert plan.splits == max(piece[4] for run in runs for piece in run)  # the workspace's room per tile
+    assert plan.units == plan.whole + plan.stream
+    other = seed_globals(STREAM_K=False)["plan"](p["M"], p["N"], p["K"], H200_SMS)
+    before = g["_time"](other.build, other.tiles, other.whole, other.splits, k_steps, slots)
+    after = g["_stream_time"](plan.build, plan.tiles, plan.whole, k_steps, slots)[0]
+    assert after <= (1 - g["STREAM_GAIN"]) * before, case.name
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide", "check"), ids=lambda c: c.name)
 def test_a_tail_starts_on_a_wave_boundary_and_is_estimated_faster_than_whole_tiles(case):
-    g = seed_globals()
+    g = seed_globals(STREAM_K=False)
     p = case.params
     plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
     k_steps = -(-p["K"] // 64)
@@ -114,7 +157,7 @@ def test_the_estimate_charges_waves_and_partials():
 
 
 def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
-    plan = seed_globals()["plan"](896, 2368, 8192, H200_SMS)  # 7 x 19 tiles of 128 x 128 on 132 SMs
+    plan = seed_globals(STREAM_K=False)["plan"](896, 2368, 8192, H200_SMS)  # 7 x 19 tiles of 128 x 128 on 132 SMs
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)
 
 
@@ -129,13 +172,20 @@ def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_pa
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
     off = sweep.variant("plan-no-tail", sweep.PLANS["plan-no-tail"], tmp_path).__globals__["plan"]
-    assert off(1024, 10240, 8192, H200_SMS)[1:] == (640, 640, 1)  # 128 wide, whole: the plan before the tail
+    assert off(1024, 10240, 8192, H200_SMS)[1:] == (640, 640, 1, 0)  # 128 wide, whole: the plan before the tail
     gemm = sweep.variant("large128x256s3", sweep.VARIANTS["large128x256s3"], tmp_path)
     for work, parts, expected in (("tail", 2, (320, 264, 2)), ("split", 2, (320, 0, 2)), ("tail", 1, (320, 320, 1))):
         plan = sweep.forced(gemm, work, parts).__globals__["plan"](1024, 10240, 8192, H200_SMS)
-        assert (plan.build.block_n, *plan[1:]) == (256, *expected), (work, parts)
+        assert (plan.build.block_n, *plan[1:4]) == (256, *expected) and not plan.stream, (work, parts)
     # No partial wave (132 tiles on 132 SMs): nothing to cut, and the row says so.
-    assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:] == (132, 132, 1)
+    assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:] == (132, 132, 1, 0)
+    no_stream = sweep.variant("plan-no-stream", sweep.PLANS["plan-no-stream"], tmp_path).__globals__["plan"]
+    assert no_stream(1024, 10240, 8192, H200_SMS)[1:] == (320, 264, 2, 0)  # the split tail, as before stream-K
+    for width, waves, expected in ((256, 1, (80, 0, 3, 132)), (128, 1, (160, 132, 6, 132)), (128, 2, (160, 0, 2, 132)),
+                                  (192, 2, (108, 0, 3, 132))):
+        streamed = sweep.variant(f"s{width}{waves}", {}, tmp_path)
+        plan = sweep.forced_stream(streamed, width, waves).__globals__["plan"](256, 10240, 8192, H200_SMS)
+        assert (plan.build.block_n, *plan[1:]) == (width, *expected), (width, waves)
 
 
 
@@ -194,3 +244,29 @@ def test_split_calls_on_two_streams_get_workspaces_of_their_own():
     assert grown[0].numel() == 4096 and grown[1].numel() == 8 and int(grown[1].abs().sum()) == 0
     assert workspace("cpu", 2, 1024, 8) is other, "growing one stream's leaves the other's alone"
     held.clear()
+
+
+@pytest.mark.parametrize("tiles,whole,k_steps,blocks", [
+    (80, 0, 128, 132), (160, 0, 128, 132), (320, 132, 128, 132), (133, 132, 128, 16), (24, 0, 313, 132),
+    (7, 0, 9, 7), (3, 0, 1000, 131), (56, 0, 128, 100),
+])
+def test_stream_k_deals_every_step_of_the_tail_once_in_runs_a_step_apart(tiles, whole, k_steps, blocks):
+    runs = seed_globals()["stream_runs"](tiles, whole, k_steps, blocks)
+    assert len(runs) == blocks
+    lengths = [sum(end - begin for _, begin, end, _, _ in run) for run in runs]
+    assert max(lengths) - min(lengths) <= 1 and min(lengths) >= 1
+    seen, pieces = {}, {}
+    for b, run in enumerate(runs):
+        for tile, begin, end, piece, count in run:
+            assert whole <= tile < tiles and 0 <= begin < end <= k_steps
+            for k in range(begin, end):
+                assert (tile, k) not in seen, (tile, k)
+                seen[tile, k] = b
+            pieces.setdefault(tile, []).append((piece, count, begin, b))
+    assert len(seen) == (tiles - whole) * k_steps
+    for tile, held in pieces.items():
+        # A tile's pieces are numbered 0, 1, ... in K order, by consecutive blocks, each knowing how many there are.
+        assert [p for p, _, _, _ in held] == list(range(len(held))), tile
+        assert {c for _, c, _, _ in held} == {len(held)}, tile
+        assert [begin for _, _, begin, _ in held] == sorted(begin for _, _, begin, _ in held)
+        assert [b for _, _, _, b in held] == list(range(held[0][3], held[0][3] + len(held)))

@@ -16,7 +16,8 @@ from avo.tasks import load, relative_error
 SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
 H200_SMS = 132
 # One shape per configuration the wrapper can choose, ragged edges included: (M, N, K) -> (rows, width, work), the
-# work "whole" (unsplit), "split" (split-K: every tile cut along K) or "tail" (the last wave's tiles cut).
+# work "whole" (unsplit), "split" (split-K: every tile cut along K), "tail" (the last wave's tiles cut) or "stream"
+# (stream-K: the tiles past the full waves, or past all but one, dealt out in equal runs of K-steps).
 SHAPES = {
     (64, 33792, 1024): (64, 128, "whole"),     # few tokens: the 64-row tile, unsplit
     (64, 4096, 16384): (64, 128, "split"),     # few tokens, 32 tiles, long K: split
@@ -25,47 +26,63 @@ SHAPES = {
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128
     (256, 4096, 16384): (128, 128, "split"),   # 128 wide, 64 tiles, long K: split
     (300, 1000, 20000): (128, 128, "split"),   # ragged M, N and K, split
+    (1024, 10240, 8192): (128, 256, "stream"),  # 132 tiles whole, 188 dealt out
+    (1000, 10240, 8192): (128, 256, "stream"),  # the same with a ragged last tile row
+    (256, 10240, 8192): (128, 128, "stream"),   # 160 tiles dealt out
+    (896, 2368, 8192): (128, 128, "stream"),    # 133 tiles dealt out (ragged N)
+}
+# With stream-K off (STREAM_K False, a knob an evolve may move) the same shapes take the split tail.
+WITHOUT_STREAM = {
     (1024, 10240, 8192): (128, 256, "tail"),   # 264 tiles whole, 56 in 2 parts
     (1000, 10240, 8192): (128, 256, "tail"),   # the same with a ragged last tile row
     (256, 10240, 8192): (128, 128, "tail"),    # 132 tiles whole, 28 in 4 parts
     (896, 2368, 8192): (128, 128, "tail"),     # 132 tiles whole, one in 4 parts (ragged N)
 }
+KNOBS = {"": {}, "no-stream": {"STREAM_K": False}}
 
 
-def seed():
-    return load_entry(SEED, "gemm")
+def seed(**knobs):
+    entry = load_entry(SEED, "gemm")
+    entry.__globals__.update(knobs)
+    return entry
 
 
 def work(plan) -> str:
-    return "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
+    return "stream" if plan.stream else "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
 
 
+@pytest.mark.parametrize("knobs", list(KNOBS))
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_each_kind_of_shape_takes_its_configuration(shape):
-    plan = seed().__globals__["plan"](*shape, H200_SMS)
-    assert (plan.build.block_m, plan.build.block_n, work(plan)) == SHAPES[shape], (shape, plan)
+def test_each_kind_of_shape_takes_its_configuration(shape, knobs):
+    plan = seed(**KNOBS[knobs]).__globals__["plan"](*shape, H200_SMS)
+    expected = (WITHOUT_STREAM if knobs else {}).get(shape, SHAPES[shape])
+    assert (plan.build.block_m, plan.build.block_n, work(plan)) == expected, (shape, plan)
     if work(plan) == "split":
         assert plan.splits <= -(-shape[2] // 64) // 128  # each part walks 128 steps of K or more
 
 
-def test_the_bench_suite_takes_the_widest_tile_unsplit_and_the_knobs_turn_each_rule_off():
+def test_the_bench_suite_takes_the_widest_tile_and_the_knobs_turn_each_rule_off():
     g = seed().__globals__
     for case in load("gemm").cases("bench"):
         p = case.params
         plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
-        assert (plan.build.block_m, plan.build.block_n, plan.splits) == (128, 256, 1), case.name
-    g.update(FEW_ROWS=0, MAX_SPLITS=1, TAIL_SPLITS=1)
+        assert (plan.build.block_m, plan.build.block_n) == (128, 256), case.name
+        assert work(plan) in ("whole", "stream"), case.name  # stream-K evens out 8192^3's 15.5 waves
+    g.update(FEW_ROWS=0, MAX_SPLITS=1, TAIL_SPLITS=1, STREAM_K=False)
     for shape in SHAPES:
         plan = g["plan"](*shape, H200_SMS)
-        assert plan.build.block_m == 128 and plan.splits == 1, shape
+        assert plan.build.block_m == 128 and plan.splits == 1 and not plan.stream, shape
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("knobs", list(KNOBS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_every_configuration_is_correct_and_bitwise_repeatable(shape, dtype):
+def test_every_configuration_is_correct_and_bitwise_repeatable(shape, dtype, knobs):
     needs.module("cupy")
-    gemm = seed()
+    if knobs and shape not in WITHOUT_STREAM:
+        pytest.skip("the same plan as with stream-K on")
+    gemm = seed(**KNOBS[knobs])
     m, n, k = shape
     gen = torch.Generator(device="cuda").manual_seed(sum(shape))
     a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
@@ -79,3 +96,62 @@ def test_every_configuration_is_correct_and_bitwise_repeatable(shape, dtype):
         assert torch.equal(gemm(a, b), first), f"{shape}: a repeated call gave other bits"
     for _, arrivals in gemm.__globals__["_WORKSPACE"].values():  # each tile's last unit reset its counter
         assert not arrivals.any(), f"{shape}: arrival counters left set"
+
+
+# Stream-K, forced on each width and count of waves, ragged edges included: (M, N, K, width, waves). The wrapper
+# takes it where its estimate says so (test_gemm_plan.py); here every such plan must be correct and repeatable.
+STREAMED = [
+    (256, 10240, 8192, 128, 2),   # 160 tiles on 132 SMs: no whole tiles, every run 155 steps
+    (256, 10240, 8192, 128, 1),   # 132 whole, 28 tiles dealt out in runs of 27 steps, a tile in up to 6 pieces
+    (256, 10240, 8192, 256, 1),   # 80 tiles: runs of 77 or 78 steps, a tile in up to three pieces
+    (1000, 10240, 8192, 256, 2),  # ragged last tile row; 132 tiles whole, 188 dealt out
+    (1024, 8192, 8192, 192, 1),   # 344 tiles: 264 whole, 80 dealt out
+    (300, 1000, 20000, 128, 1),   # ragged M, N and K; 24 tiles, short runs past a tile's end
+    (896, 2368, 8192, 128, 1),    # 133 tiles: a tail of one tile over every block
+]
+
+
+def streamed(gemm, width: int, waves: int):
+    """The seed's wrapper planning stream-K on `width`-wide tiles past all but `waves` - 1 full waves."""
+    g = gemm.__globals__
+
+    def plan(M, N, K, sms):
+        build = g["_LARGE"][width]
+        count, k_steps = -(-M // build.block_m) * -(-N // width), -(-K // 64)
+        whole = max(0, (count // sms - waves + 1) * sms)
+        _, blocks, pieces = g["_stream_time"](build, count, whole, k_steps, sms)
+        return g["Plan"](build, count, whole, pieces, blocks)
+
+    g["plan"] = plan
+    g["_PLANS"].clear()
+    return gemm
+
+
+def test_a_forced_stream_plan_deals_every_tail_step_once():
+    g = seed().__globals__
+    for m, n, k, width, waves in STREAMED:
+        plan = streamed(seed(), width, waves).__globals__["plan"](m, n, k, H200_SMS)
+        assert plan.stream > 1 and plan.whole % H200_SMS == 0, (m, n, k)
+        runs = g["stream_runs"](plan.tiles, plan.whole, -(-k // 64), plan.stream)
+        assert max(piece[4] for run in runs for piece in run) == plan.splits
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", STREAMED, ids=lambda c: "x".join(map(str, c[:3])) + f"-w{c[3]}-v{c[4]}")
+def test_stream_k_is_correct_and_bitwise_repeatable(case, dtype):
+    needs.module("cupy")
+    m, n, k, width, waves = case
+    gemm = streamed(seed(), width, waves)
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
+    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
+    first = gemm(a, b)
+    assert all(plan.stream > 1 for plan in gemm.__globals__["_PLANS"].values())
+    task = load("gemm")
+    assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), case
+    for _ in range(5):
+        torch.empty_like(first).fill_(float("nan"))
+        assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
+    for _, arrivals in gemm.__globals__["_WORKSPACE"].values():
+        assert not arrivals.any(), f"{case}: arrival counters left set"

@@ -27,6 +27,11 @@
 //   - split tail (`whole` < the tile count, chosen per shape by kernel.py): only the tiles past the first `whole` are
 //     split as above. kernel.py sets `whole` to the tiles of the full waves, so they run whole as unsplit, and the
 //     last, partial wave's tiles are cut into enough units to fill the SMs (wave quantization); split-K is whole = 0.
+//   - stream-K (`stream` > 0 blocks, chosen per shape by kernel.py): the tiles past `whole` are not cut into equal
+//     parts but have their K-steps, tile after tile, dealt out in equal contiguous runs to blocks 0 .. stream - 1,
+//     so every block ends within one K-step of the others however few tiles there are (80 tiles of 128 steps on
+//     132 SMs: 77 or 78 steps each, where whole tiles take 128 and halves 64 + 64). A run meets two or three
+//     tiles; each piece of a tile is reduced as a split part is, in the order of the blocks that hold them.
 //   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
 //     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
 //     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
@@ -106,7 +111,7 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 }
 
 // A work unit's tile and K range: each of the first `whole` tiles is one unit, each later tile `splits` adjacent
-// units (parts of its K range, `split` 0, 1, ...).
+// units (parts of its K range, `split` 0, 1, ...), or with stream-K one piece of a block's run.
 struct Unit {
     int tile, split, parts, k_begin, k_end;
 };
@@ -120,6 +125,57 @@ __device__ __forceinline__ Unit unit_work(int unit, int whole, int splits, int k
     u.k_end = (u.split + 1) * k_steps / u.parts;
     return u;
 }
+
+// One block's (or cluster's) work list, walked the same way by its producer and its consumers: units first, step,
+// first + 2 step, ... of unit_work; with stream-K the whole tiles that way, then the pieces of its own run of the
+// later tiles' K-steps. Block b's run is [b W / stream, (b + 1) W / stream) of the W = tail tiles x k_steps steps,
+// tile-major, so the blocks holding step x are found without a table: (x + 1) stream - 1, over W. kernel.py keeps
+// each run at least one step long.
+struct Schedule {
+    int whole, splits, stream, k_steps, first, step, count, own_whole;
+    long long total, run_begin, run_end;
+
+    __device__ __forceinline__ Schedule(int whole_, int splits_, int stream_, int k_steps_, int tiles, int first_,
+                                        int step_)
+        : whole(whole_), splits(splits_), stream(stream_), k_steps(k_steps_), first(first_), step(step_) {
+        if (stream == 0) {
+            const int units = whole + (tiles - whole) * splits;
+            count = first < units ? (units - first + step - 1) / step : 0;
+            own_whole = total = run_begin = run_end = 0;
+            return;
+        }
+        own_whole = first < whole ? (whole - first + step - 1) / step : 0;
+        total = static_cast<long long>(tiles - whole) * k_steps;
+        run_begin = run_end = 0;
+        int pieces = 0;
+        if (first < stream) {
+            run_begin = first * total / stream;
+            run_end = (first + 1) * total / stream;
+            pieces = static_cast<int>((run_end - 1) / k_steps - run_begin / k_steps) + 1;
+        }
+        count = own_whole + pieces;
+    }
+
+    __device__ __forceinline__ int holder(long long x) const { return static_cast<int>(((x + 1) * stream - 1) / total); }
+
+    __device__ __forceinline__ Unit operator[](int i) const {
+        if (stream == 0) return unit_work(first + i * step, whole, splits, k_steps);
+        Unit u;
+        if (i < own_whole) {
+            u.tile = first + i * step;
+            u.split = 0, u.parts = 1, u.k_begin = 0, u.k_end = k_steps;
+            return u;
+        }
+        const long long t = run_begin / k_steps + (i - own_whole), start = t * k_steps, end = start + k_steps;
+        const int first_holder = holder(start);
+        u.tile = whole + static_cast<int>(t);
+        u.k_begin = static_cast<int>(max(run_begin, start) - start);
+        u.k_end = static_cast<int>(min(run_end, end) - start);
+        u.split = first - first_holder;
+        u.parts = holder(end - 1) - first_holder + 1;
+        return u;
+    }
+};
 
 // The 16-row K-slice `kk` of one stage, for sub-tile `sub` of consumer `c`: A is K-major (rows of 128 bytes, 8-row
 // swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart), or
@@ -198,12 +254,13 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], uns
 
 constexpr int PART = SUB_M * ACC * 128;  // fp32 partial of one consumer's sub-tile, in register order
 
-// Split-K: this unit's partial into the workspace; true for the consumer that arrives last at the tile, which then
-// holds the whole sum in d, added in split order whichever unit came last (deterministic).
+// Split-K: this unit's partial into the workspace (`stride` parts' room per slot); true for the consumer that
+// arrives last at the tile, which then holds the whole sum in d, added in split order whichever unit came last
+// (deterministic).
 __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* partials, int* arrivals, int* flag,
-                                              int slot, int split, int splits, int consumer) {
+                                              int slot, int split, int splits, int stride, int consumer) {
     const int t = threadIdx.x % 128;
-    float* mine = partials + (static_cast<long long>(slot) * splits + split) * PART + t;
+    float* mine = partials + (static_cast<long long>(slot) * stride + split) * PART + t;
 #pragma unroll
     for (int s = 0; s < SUB_M; ++s)
 #pragma unroll
@@ -221,7 +278,7 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* par
     if (!last) return false;
     __threadfence();
     // Every part read back (this unit's own too, from L2), added in split order into d: no second register tile.
-    const float* part = partials + static_cast<long long>(slot) * splits * PART + t;
+    const float* part = partials + static_cast<long long>(slot) * stride * PART + t;
     for (int p = 0; p < splits; ++p, part += PART) {
 #pragma unroll
         for (int s = 0; s < SUB_M; ++s)
@@ -244,7 +301,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar) {
 template <bool FP16>
 __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
                                           unsigned short* C, int M, int N, int K, float* partials,
-                                          int* arrivals, int whole, int splits) {
+                                          int* arrivals, int whole, int splits, int stream) {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
@@ -268,9 +325,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // loaded as zeros and stored nowhere, so both blocks always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
     const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
-    // A unit is a whole tile or one part of a split tile (unit_work); kernel.py keeps splits <= k_steps.
-    const int k_steps = (K + BLOCK_K - 1) / BLOCK_K, units = whole + (rows_m * tiles_n - whole) * splits;
-    const int first = blockIdx.x / CLUSTER_M, step = gridDim.x / CLUSTER_M;
+    // A unit is a whole tile, one part of a split tile (unit_work; kernel.py keeps splits <= k_steps) or a piece of
+    // a stream-K run.
+    const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+    const Schedule work(whole, splits, stream, k_steps, rows_m * tiles_n, blockIdx.x / CLUSTER_M,
+                        gridDim.x / CLUSTER_M);
 
     if (wg == 0) {
         regs_dealloc<PRODUCER_REGS>();
@@ -278,8 +337,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             tma_prefetch_map(map_a);
             tma_prefetch_map(map_b);
             int stage = 0, phase = 0;
-            for (int unit = first; unit < units; unit += step) {
-                const Unit u = unit_work(unit, whole, splits, k_steps);
+            for (int i = 0; i < work.count; ++i) {
+                const Unit u = work[i];
                 int cm, tn;
                 tile_coords(u.tile, rows_m, tiles_n, cm, tn);
                 const int tm = cm * CLUSTER_M + rank;
@@ -310,8 +369,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         const int consumer = wg - 1;
         float d[SUB_M][ACC];
         int stage = 0, phase = 0;
-        for (int unit = first; unit < units; unit += step) {
-            const Unit u = unit_work(unit, whole, splits, k_steps);
+        for (int i = 0; i < work.count; ++i) {
+            const Unit u = work[i];
             int cm, tn;
             tile_coords(u.tile, rows_m, tiles_n, cm, tn);
             const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
@@ -348,7 +407,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             // The workspace holds the split tiles only: slots count from the first tile past `whole`.
             if (u.parts > 1 && !reduce_splits(d, partials, arrivals, flags + consumer,
                                               ((u.tile - whole) * CLUSTER_M + rank) * CONSUMERS + consumer, u.split,
-                                              u.parts, consumer))
+                                              u.parts, splits, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
                 store_tile_tma<FP16>(d, smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
@@ -373,13 +432,13 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits) {
-    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits);
+          int* arrivals, int whole, int splits, int stream) {
+    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits) {
-    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits);
+          int* arrivals, int whole, int splits, int stream) {
+    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream);
 }

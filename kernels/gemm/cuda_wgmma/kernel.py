@@ -60,6 +60,16 @@ MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
 #    wide whole).
 TAIL_SPLITS = 4  # avo: tune 1 2 4 8
 TAIL_GAIN = 0.05
+# 5. Stream-K where even a split tail leaves the last wave ragged: the tiles past the full waves (or past all but
+#    up to STREAM_WAVES - 1 of them, so that the pieces are longer) have their K-steps dealt out in equal contiguous
+#    runs, one per block, so every SM ends within a step of the others: 80 tiles of 128 steps (256 x 10240 x 8192)
+#    are 77 or 78 steps per SM, where halves would take 64 + 64. A run meets two or three tiles, and each piece is
+#    reduced as a split part is. plan() takes it, at any width and count of waves, where its estimate
+#    (_stream_time) beats the best of the rules above by STREAM_GAIN.
+STREAM_K = True  # avo: tune False True
+STREAM_WAVES = 2  # avo: tune 1 2 3
+STREAM_GAIN = 0.02
+MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too little work
 # The unit that finishes a split tile moves splits + 1 fp32 partials (its own out, every part back in for the
 # sum), PARTIAL_STEPS k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles
 # of 1024 x 10240 in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps
@@ -117,15 +127,19 @@ def _sm_count(device) -> int:
 
 class Plan(NamedTuple):
     """One shape's work: `tiles` output tiles of `build` (units of cluster_m tiles, with clusters); the first
-    `whole` run whole, each later one cut along K into `splits` parts (split-K: whole = 0)."""
+    `whole` run whole, each later one cut along K into `splits` parts (split-K: whole = 0), or with `stream` > 0
+    dealt out stream-K to that many blocks, each tile in at most `splits` pieces."""
 
     build: _Build
     tiles: int
     whole: int
     splits: int
+    stream: int = 0
 
     @property
     def units(self) -> int:
+        if self.stream:
+            return self.whole + self.stream
         return self.whole + (self.tiles - self.whole) * self.splits
 
 
@@ -139,6 +153,42 @@ def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms:
         unit = -(-k_steps // splits) * step + (splits + 1) * PARTIAL_STEPS * size
         time += -(-(tiles - whole) * splits // sms) * unit
     return time
+
+
+def stream_runs(tiles: int, whole: int, k_steps: int, blocks: int) -> list[list[tuple[int, int, int, int, int]]]:
+    """Each stream-K block's pieces, (tile, k_begin, k_end, piece, pieces) of the tiles past `whole`, as gemm.cu's
+    Schedule deals them: block b's run is steps [b W / blocks, (b + 1) W / blocks) of the tail's W steps, tile-major.
+    (For the plan and the tests; the kernel computes its own from the same rule.)"""
+    total = (tiles - whole) * k_steps
+
+    def holder(x: int) -> int:
+        return ((x + 1) * blocks - 1) // total
+
+    runs = []
+    for b in range(blocks):
+        begin, end = b * total // blocks, (b + 1) * total // blocks
+        pieces = []
+        for t in range(begin // k_steps, (end - 1) // k_steps + 1) if end > begin else ():
+            start = t * k_steps
+            first = holder(start)
+            pieces.append((whole + t, max(begin, start) - start, min(end, start + k_steps) - start, b - first,
+                           holder(start + k_steps - 1) - first + 1))
+        runs.append(pieces)
+    return runs
+
+
+def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int) -> tuple[float, int, int]:
+    """(estimated time as _time counts it, blocks, most pieces of a tile) of stream-K past `whole` tiles: the whole
+    tiles' waves, then the longest run, and the partials of the tile cut into the most pieces."""
+    total = (tiles - whole) * k_steps
+    blocks = min(slots, total // MIN_RUN_STEPS)
+    if blocks < 2:
+        return float("inf"), 0, 1
+    pieces = max(piece[4] for run in stream_runs(tiles, whole, k_steps, blocks) for piece in run)
+    size = build.block_m * build.block_n / (128 * 256)
+    step = size / WIDTH_RATE.get(build.block_n, 1.0)
+    time = -(-whole // slots) * k_steps * step + -(-total // blocks) * step
+    return time + (pieces + 1) * PARTIAL_STEPS * size * (pieces > 1), blocks, pieces
 
 
 def _workspace(device, stream: int, partial_floats: int, counters: int):
@@ -185,7 +235,17 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
             time = _time(wide, count, whole, parts, k_steps, slots)
             if count > whole and time <= (1 - TAIL_GAIN) * whole_time(wide) and time < fastest:
                 best, fastest = Plan(wide, count, whole, parts), time
-    return best
+    streamed, bound = best, (1 - STREAM_GAIN) * fastest
+    for wide in () if few or not STREAM_K else _LARGE.values():
+        count, slots = tiles(wide), sms // wide.cluster_m
+        if count % slots == 0:  # every wave full: nothing to even out
+            continue
+        for waves in range(1, min(STREAM_WAVES, count // slots + 1) + 1):
+            whole = (count // slots - waves + 1) * slots
+            time, blocks, pieces = _stream_time(wide, count, whole, k_steps, slots)
+            if time <= bound:
+                streamed, bound = Plan(wide, count, whole, pieces, blocks), time
+    return streamed
 
 
 READS_TRANSPOSED_B = True
@@ -220,12 +280,13 @@ def gemm(a, b):
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
-    if splits > 1:  # a slot per consumer of each split tile
+    if splits > 1:  # a slot per consumer of each split tile (splits: its room for parts or pieces)
         slots = (planned.tiles - whole) * build.cluster_m * build.consumers
         stream = torch.cuda.current_stream(a.device).cuda_stream  # only split calls pay for the lookup
         partials, arrivals = _workspace(a.device, stream, slots * splits * (build.block_m // build.consumers) *
                                         build.block_n, slots)
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     module.launch(_KERNELS[a.dtype], grid, build.threads,
-                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits), shared_mem=build.smem)
+                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream),
+                  shared_mem=build.smem)
     return c
