@@ -28,7 +28,11 @@
 //     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid
 //     past the short sequences, whose blocks walk `span` runs).
 //     ORDER = 2 takes every head's heaviest block first and loses L2 reuse; ORDER = 0 is ascending;
-//   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies.
+//   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies;
+//   - O_TMA: each consumer writes its finished 64 rows of O to a staging buffer of its own in shared memory (TMA's
+//     128-byte swizzle: no bank conflicts) and one thread hands them to TMA, so the warps go on to the next tile
+//     while the copy engine stores O in whole 128-byte rows (stores straight from the registers write 16 bytes of
+//     each 32-byte sector per instruction). Costs 64 x D x 2 bytes of shared memory per consumer.
 // Edges: TMA zero-fills rows past S; keys past S are masked, rows past S are not stored. Tunables come as -D
 // defines from kernel.py.
 #include "hopper.cuh"
@@ -52,6 +56,9 @@
 #ifndef CONSUMERS
 #define CONSUMERS 2
 #endif
+#ifndef O_TMA
+#define O_TMA 0
+#endif
 
 constexpr int BLOCK_M = 64 * CONSUMERS;     // query rows per block: 64 per consumer warpgroup
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // a producer warpgroup + the consumer warpgroups
@@ -68,8 +75,9 @@ static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 192,
               "BLOCK_N: 64, 96, 128, 160, 176 or 192 (the widths wgmma.cuh has wrappers for)");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER: 0 (ascending), 1 (heaviest first per head), 2 (heaviest first)");
-// kernel.py launches THREADS threads with D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 + 2048 bytes of dynamic
-// shared memory: the Q tile, the K and V rings, 1 KB to align them to the swizzle atom and 1 KB for barriers.
+// kernel.py launches THREADS threads with D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 (+ D * BLOCK_M * 2 with
+// O_TMA) + 2048 bytes of dynamic shared memory: the Q tile, the K and V rings, O's staging buffers, 1 KB to align
+// them to the swizzle atom and 1 KB for barriers.
 
 #include "warpgroup.cuh"
 
@@ -86,17 +94,19 @@ __device__ __forceinline__ void token_pass(int c, bool last) {
     }
 }
 
-// The shared-memory layout and the barriers both roles walk: Q (one tile), then STAGES K tiles and STAGES V tiles.
+// The shared-memory layout and the barriers both roles walk: Q (one tile), then STAGES K tiles and STAGES V tiles,
+// then with O_TMA a 64-row staging buffer of O per consumer (every part a multiple of 1 KB: swizzle-aligned).
 template <int D>
 struct Smem {
-    static constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2;
-    unsigned char *q, *k, *v;
+    static constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2, O_BYTES = 64 * D * 2;
+    unsigned char *q, *k, *v, *o;
     unsigned long long *full_k, *full_v, *empty_k, *empty_v, *full_q, *empty_q;
     __device__ __forceinline__ explicit Smem(unsigned char* raw) {
         q = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
         k = q + Q_BYTES;
         v = k + STAGES * KV_BYTES;
-        full_k = reinterpret_cast<unsigned long long*>(v + STAGES * KV_BYTES);
+        o = v + STAGES * KV_BYTES;
+        full_k = reinterpret_cast<unsigned long long*>(o + (O_TMA ? CONSUMERS * O_BYTES : 0));
         full_v = full_k + STAGES;
         empty_k = full_v + STAGES;
         empty_v = empty_k + STAGES;
@@ -202,11 +212,50 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], 
     }
 }
 
+// The same through shared memory and TMA (O_TMA): the consumer's 64 x D tile into its staging buffer as 64 x 64
+// boxes in the layout of TMA's 128-byte swizzle (16-byte chunk index XOR row % 8), then one thread stores them; TMA
+// clips rows past S at the tensor's edge. The buffer is written again only after its last store has read it
+// (hardware barrier 4 + c: this warpgroup's 128 threads; 1 to 3 are the ping-pong tokens').
+template <bool FP16, int D>
+__device__ __forceinline__ void store_o_tma(const float (&o)[D / 2], float (&l)[2], unsigned char* staging,
+                                            const TensorMap* map_o, int bh, int wg_first_row, int c) {
+    const int t = threadIdx.x % 128;
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        inv[h] = 1.f / l[h];
+    }
+    if (t == 0) tma_store_wait_read();
+    named_barrier(4 + c, 128);
+    const int r = (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r + h * 8;
+            unsigned char* box = staging + (j / 8) * 64 * BOX_ROW;
+            const int offset = row * BOX_ROW + (((j % 8) ^ (row % 8)) * 16) + (t % 4) * 4;
+            const float lo = o[j * 4 + h * 2] * inv[h], hi = o[j * 4 + h * 2 + 1] * inv[h];
+            *reinterpret_cast<unsigned*>(box + offset) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+        }
+    }
+    fence_async_smem();
+    named_barrier(4 + c, 128);
+    if (t == 0) {
+#pragma unroll
+        for (int b = 0; b < D / 64; ++b) tma_store_3d(map_o, staging + b * 64 * BOX_ROW, b * 64, wg_first_row, bh);
+        tma_store_commit();
+    }
+}
+
 // One consumer warpgroup on one tile: its 64 query rows against every K/V block, then O to global memory. Q goes back
 // to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
 template <bool FP16, int D>
 __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int q_phase, const Tile& w,
-                                             unsigned short* O, int S, float scale, bool causal) {
+                                             unsigned short* O, const TensorMap* map_o, int S, float scale,
+                                             bool causal) {
     constexpr int KV_BYTES = Smem<D>::KV_BYTES;
     const int c = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
     const int wg_first_row = w.m_block * BLOCK_M + c * 64;
@@ -294,14 +343,17 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
             ring.advance();
         }
     }
-    store_o<FP16, D>(o, l, O, S, w.bh, row0);
+    if constexpr (O_TMA)
+        store_o_tma<FP16, D>(o, l, sm.o + c * Smem<D>::O_BYTES, map_o, w.bh, wg_first_row, c);
+    else
+        store_o<FP16, D>(o, l, O, S, w.bh, row0);
 }
 
 // One block per tile, or (kernel.py's PERSISTENT) one block per SM walking its tiles (Walk).
 template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
-                                               unsigned short* O, int S, int Hq, int group, int heads, float scale,
-                                               bool causal, bool span) {
+                                               const TensorMap* map_o, unsigned short* O, int S, int Hq, int group,
+                                               int heads, float scale, bool causal, bool span) {
     static_assert(CONSUMERS == 2 || D == 64, "three consumer warpgroups fit the register file at head dim 64 only");
     extern __shared__ unsigned char smem_raw[];
     const Smem<D> sm(smem_raw);
@@ -333,18 +385,21 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
         Ring ring;
         int q_phase = 0;
         for (int tile = walk.first; tile < walk.end; tile += walk.step) {
-            consume_tile<FP16, D>(sm, ring, q_phase, Tile(tile, num_m, heads, S, causal), O, S, scale, causal);
+            consume_tile<FP16, D>(sm, ring, q_phase, Tile(tile, num_m, heads, S, causal), O, map_o, S, scale,
+                                  causal);
             q_phase ^= 1;
         }
+        if (O_TMA && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }
 }
 
 #define ATTENTION_KERNEL(NAME, FP16, D)                                                                           \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                     \
     NAME(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,                       \
-         const __grid_constant__ TensorMap map_v, unsigned short* O, int S, int Hq, int group, int heads,        \
-         float scale, int causal, int span) {                                                                    \
-        attention_body<FP16, D>(&map_q, &map_k, &map_v, O, S, Hq, group, heads, scale, causal != 0, span != 0);  \
+         const __grid_constant__ TensorMap map_v, const __grid_constant__ TensorMap map_o, unsigned short* O,    \
+         int S, int Hq, int group, int heads, float scale, int causal, int span) {                               \
+        attention_body<FP16, D>(&map_q, &map_k, &map_v, &map_o, O, S, Hq, group, heads, scale, causal != 0,      \
+                                span != 0);                                                                      \
     }
 
 // kernel.py builds one of these per module (KERNEL_FP16 and KERNEL_D), so the four compile in parallel; a build

@@ -25,6 +25,9 @@ PINGPONG = True  # avo: tune False True
 OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
+# O through shared memory and a TMA store (attention.cu's O_TMA): 64 x D x 2 bytes of staging per consumer, which
+# the d128 entry's 192-wide blocks leave no room for (226 KB of 227 without it).
+O_TMA = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
@@ -44,6 +47,7 @@ TABLE = {
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d128_short
+        O_TMA=False,  # avo: tune False True bucket=d128_short
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
@@ -53,6 +57,7 @@ TABLE = {
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64
         WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
         PERSISTENT=True,  # avo: tune False True bucket=d64
+        O_TMA=False,  # avo: tune False True bucket=d64
     ),
     # D = 64, S <= SHORT_S: two consumers with 128-wide blocks and a persistent causal grid: 0.887 against 0.719
     # (causal 0.654 to 0.877). Three consumers run the non-causal cases faster (0.934 against 0.897) and the causal
@@ -62,6 +67,7 @@ TABLE = {
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
+        O_TMA=False,  # avo: tune False True bucket=d64_short
     ),
 }
 
@@ -79,18 +85,20 @@ LOG2E = 1.0 / math.log(2.0)
 
 
 class _Build:
-    """One compiled configuration (head dim, K/V block width, consumer warpgroups), one module per dtype."""
+    """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store), one module per
+    dtype."""
 
-    def __init__(self, d: int, block_n: int, consumers: int):
-        self.d, self.block_n, self.consumers = d, block_n, consumers
+    def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False):
+        self.d, self.block_n, self.consumers, self.o_tma = d, block_n, consumers, o_tma
         self.block_m = 64 * consumers
         self.threads = 128 * (consumers + 1)
-        # The Q tile, STAGES K tiles and STAGES V tiles, 1 KB to align them to the swizzle atom, 1 KB for barriers.
-        self.smem = (self.block_m * d + 2 * STAGES * block_n * d) * 2 + 2048
+        # The Q tile, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
+        # atom, 1 KB for barriers.
+        self.smem = (self.block_m * d * (2 if o_tma else 1) + 2 * STAGES * block_n * d) * 2 + 2048
         self.modules = {dtype: load_module("attention.cu", defines={
             "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP,
-            "ORDER": ORDER, "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
-        }) for dtype in _DTYPES.values()}
+            "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
+        }) for dtype in _DTYPES.values()}  # O_TMA only where set: the other builds' flags as before it existed
 
 
 class Plan(NamedTuple):
@@ -109,7 +117,7 @@ def _plans() -> dict[str, Plan]:
     plans = {}
     for name, d in (("d128", 128), ("d128_short", 128), ("d64", 64), ("d64_short", 64)):
         entry = TABLE.get(name, {})
-        key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS))
+        key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA))
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
@@ -154,11 +162,13 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     if build.d != D:
         raise ValueError(f"this build is for head dim {build.d}, not {D}")
     if build.smem > _SMEM_LIMIT:
-        raise ValueError(f"BLOCK_N={build.block_n}, STAGES={STAGES} with {build.consumers} consumer warpgroups need "
-                         f"{build.smem} bytes of shared memory at D={D}: over {_SMEM_LIMIT}")
+        raise ValueError(f"BLOCK_N={build.block_n}, STAGES={STAGES} with {build.consumers} consumer warpgroups"
+                         f"{' and O_TMA' if build.o_tma else ''} need {build.smem} bytes of shared memory at D={D}: "
+                         f"over {_SMEM_LIMIT}")
     map_q = tensor_map(q.view(B * Hq, S, D), box=(1, build.block_m, 64))
     map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, build.block_n, 64))
     map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, build.block_n, 64))
+    map_o = tensor_map(o.view(B * Hq, S, D), box=(1, 64, 64)) if build.o_tma else map_v  # unread without O_TMA
     # Tiles of BLOCK_M query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs
     # as they free up, which balances them better than a strided split; equal non-causal tiles gain from a
     # persistent grid, and short causal ones may from a persistent grid of contiguous runs (span).
@@ -167,6 +177,6 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     grid = min(tiles, _sm_count(q.device)) if persistent else tiles
     dtype = _DTYPES[q.dtype]
     build.modules[dtype].launch(f"attention_{dtype}_d{D}", grid, build.threads,
-                                (map_q, map_k, map_v, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E,
+                                (map_q, map_k, map_v, map_o, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E,
                                  int(bool(causal)), int(bool(causal and persistent))), shared_mem=build.smem)
     return o

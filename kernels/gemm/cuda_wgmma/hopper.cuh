@@ -64,6 +64,12 @@ __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* s
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                  :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_u32(src)), "r"(x), "r"(y) : "memory");
 }
+// The same for a 3-D tensor: x innermost, z outermost.
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, const void* src, int x, int y, int z) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_u32(src)), "r"(x), "r"(y), "r"(z)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Waits until this thread's stores have finished reading their shared-memory source (it may be written again).
 __device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
