@@ -111,7 +111,7 @@ def test_each_entrys_knobs_reach_its_own_build_only(tmp_path):
 def test_buckets_with_the_same_configuration_share_one_build(tmp_path):
     plans = seed_module()["PLANS"]
     assert len({id(p.build) for p in plans.values()}) == 4  # every bucket its own measured build
-    same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2}))["PLANS"]
+    same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2, "O_TMA@d64": True}))["PLANS"]
     assert same["d64"].build is same["d64_short"].build and len({id(p.build) for p in same.values()}) == 3
 
 

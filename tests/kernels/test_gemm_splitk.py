@@ -26,18 +26,14 @@ SHAPES = {
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128
     (256, 4096, 16384): (128, 128, "split"),   # 128 wide, 64 tiles, long K: split
     (300, 1000, 20000): (128, 128, "split"),   # ragged M, N and K, split
-    (1024, 10240, 8192): (128, 256, "stream"),  # 132 tiles whole, 188 dealt out
-    (1000, 10240, 8192): (128, 256, "stream"),  # the same with a ragged last tile row
-    (256, 10240, 8192): (128, 128, "stream"),   # 160 tiles dealt out
-    (896, 2368, 8192): (128, 128, "stream"),    # 133 tiles dealt out (ragged N)
-}
-# With stream-K off (STREAM_K False, a knob an evolve may move) the same shapes take the split tail.
-WITHOUT_STREAM = {
     (1024, 10240, 8192): (128, 256, "tail"),   # 264 tiles whole, 56 in 2 parts
     (1000, 10240, 8192): (128, 256, "tail"),   # the same with a ragged last tile row
     (256, 10240, 8192): (128, 128, "tail"),    # 132 tiles whole, 28 in 4 parts
     (896, 2368, 8192): (128, 128, "tail"),     # 132 tiles whole, one in 4 parts (ragged N)
+    (8192, 8192, 8192): (128, 256, "stream"),  # 1848 tiles whole, 200 dealt out (from STREAM_MIN_ROWS rows)
 }
+# With stream-K off (STREAM_K False, a knob an evolve may move) the shapes it takes run as the other rules say.
+WITHOUT_STREAM = {(8192, 8192, 8192): (128, 256, "whole")}
 KNOBS = {"": {}, "no-stream": {"STREAM_K": False}}
 
 

@@ -26,7 +26,9 @@ OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
 # O through shared memory and a TMA store (attention.cu's O_TMA): 64 x D x 2 bytes of staging per consumer, which
-# the d128 entry's 192-wide blocks leave no room for (226 KB of 227 without it).
+# the d128 entry's 192-wide blocks leave no room for (226 KB of 227 without it). It pays at short sequences, where a
+# tile is a few K/V blocks long and its store weighs: d128_short 0.826 -> 0.944 and d64_short 0.886 -> 0.905 in one
+# sweep; at D = 64 past SHORT_S it lost slightly (1.081 -> 1.063 at S 2048-4096), so d64 keeps the register store.
 O_TMA = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
@@ -47,7 +49,7 @@ TABLE = {
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d128_short
-        O_TMA=False,  # avo: tune False True bucket=d128_short
+        O_TMA=True,  # avo: tune False True bucket=d128_short
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
@@ -67,7 +69,7 @@ TABLE = {
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
-        O_TMA=False,  # avo: tune False True bucket=d64_short
+        O_TMA=True,  # avo: tune False True bucket=d64_short
     ),
 }
 

@@ -65,8 +65,13 @@ TAIL_GAIN = 0.05
 #    runs, one per block, so every SM ends within a step of the others: 80 tiles of 128 steps (256 x 10240 x 8192)
 #    are 77 or 78 steps per SM, where halves would take 64 + 64. A run meets two or three tiles, and each piece is
 #    reduced as a split part is. plan() takes it, at any width and count of waves, where its estimate
-#    (_stream_time) beats the best of the rules above by STREAM_GAIN.
+#    (_stream_time) beats the best of the rules above by STREAM_GAIN, and only from STREAM_MIN_ROWS rows: timed on
+#    the H200 (BENCHMARKS.md) it paid at M >= 8192 (8192^3 1.060 against 1.031 whole; 16384 x 8192 x 8192 1.075
+#    against 1.026) and lost at every M <= 4096 (256 x 10240 x 8192 0.66 against 0.86 for the split tail). There
+#    the blocks walk different K offsets at once, so the two tile rows that share a B panel no longer read it
+#    together from L2: B, which such a GEMM is bound by reading, comes from DRAM twice.
 STREAM_K = True  # avo: tune False True
+STREAM_MIN_ROWS = 8192  # avo: tune 1024 4096 8192 16384
 STREAM_WAVES = 2  # avo: tune 1 2 3
 STREAM_GAIN = 0.02
 MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too little work
@@ -236,7 +241,7 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
             if count > whole and time <= (1 - TAIL_GAIN) * whole_time(wide) and time < fastest:
                 best, fastest = Plan(wide, count, whole, parts), time
     streamed, bound = best, (1 - STREAM_GAIN) * fastest
-    for wide in () if few or not STREAM_K else _LARGE.values():
+    for wide in () if few or not STREAM_K or M < STREAM_MIN_ROWS else _LARGE.values():
         count, slots = tiles(wide), sms // wide.cluster_m
         if count % slots == 0:  # every wave full: nothing to even out
             continue
