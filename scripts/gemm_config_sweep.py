@@ -83,12 +83,9 @@ def forced_stream(gemm, width: int, waves: int):
         build = g["_LARGE"].get(width)
         if build is None or M <= g["FEW_ROWS"]:
             return own
-        count, k_steps = -(-M // build.block_m) * -(-N // width), -(-K // 64)
-        whole = max(0, (count // sms - waves + 1) * sms)
-        if count % sms == 0:
-            return g["Plan"](build, count, count, 1)
-        _, blocks, pieces = g["_stream_time"](build, count, whole, k_steps, sms)
-        return g["Plan"](build, count, whole, pieces, blocks) if blocks else g["Plan"](build, count, count, 1)
+        count = -(-M // build.block_m) * -(-N // width)
+        planned = None if count % sms == 0 else g["stream_plan"](build, count, waves, -(-K // 64), sms)[1]
+        return planned or g["Plan"](build, count, count, 1)
 
     g["plan"] = fixed
     g["_PLANS"].clear()

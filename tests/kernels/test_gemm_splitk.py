@@ -113,10 +113,7 @@ def streamed(gemm, width: int, waves: int):
 
     def plan(M, N, K, sms):
         build = g["_LARGE"][width]
-        count, k_steps = -(-M // build.block_m) * -(-N // width), -(-K // 64)
-        whole = max(0, (count // sms - waves + 1) * sms)
-        _, blocks, pieces = g["_stream_time"](build, count, whole, k_steps, sms)
-        return g["Plan"](build, count, whole, pieces, blocks)
+        return g["stream_plan"](build, -(-M // build.block_m) * -(-N // width), waves, -(-K // 64), sms)[1]
 
     g["plan"] = plan
     g["_PLANS"].clear()

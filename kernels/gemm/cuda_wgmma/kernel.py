@@ -196,6 +196,14 @@ def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int
     return time + (pieces + 1) * PARTIAL_STEPS * size * (pieces > 1), blocks, pieces
 
 
+def stream_plan(build: _Build, count: int, waves: int, k_steps: int, slots: int) -> tuple[float, Plan | None]:
+    """Stream-K on `count` tiles of `build` past all but `waves` - 1 full waves: (estimated time, the plan), or
+    (inf, None) where the runs would be shorter than MIN_RUN_STEPS."""
+    whole = max(0, (count // slots - waves + 1) * slots)
+    time, blocks, pieces = _stream_time(build, count, whole, k_steps, slots)
+    return time, Plan(build, count, whole, pieces, blocks) if blocks else None
+
+
 def _workspace(device, stream: int, partial_floats: int, counters: int):
     """fp32 partials and per-tile arrival counters (zero between calls: the last unit of a tile resets its own),
     grown as shapes need and kept: one pair per device and stream, since split calls on two streams at once would
@@ -246,10 +254,9 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
         if count % slots == 0:  # every wave full: nothing to even out
             continue
         for waves in range(1, min(STREAM_WAVES, count // slots + 1) + 1):
-            whole = (count // slots - waves + 1) * slots
-            time, blocks, pieces = _stream_time(wide, count, whole, k_steps, slots)
-            if time <= bound:
-                streamed, bound = Plan(wide, count, whole, pieces, blocks), time
+            time, candidate = stream_plan(wide, count, waves, k_steps, slots)
+            if candidate and time <= bound:
+                streamed, bound = candidate, time
     return streamed
 
 
