@@ -7,9 +7,10 @@ range, and the table's own buckets) the geometric mean of the speedups over cuDN
     python scripts/fa3_plan_sweep.py                                # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
 
---also D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma] times further configurations on the cases of head dim D (span:
-causal grids persistent too, each block a contiguous run of tiles; otma: O stored through shared memory by TMA).
---max-s S times only the cases of S up to S. Exits 1 if any output was wrong.
+--also D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma][:q2] times further configurations on the cases of head dim D
+(span: causal grids persistent too, each block a contiguous run of tiles; otma: O stored through shared memory by
+TMA; q2: two Q tiles, the next tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range.
+Exits 1 if any output was wrong.
 """
 
 from __future__ import annotations
@@ -29,15 +30,16 @@ SINGLE = (192, 2, True, False)
 LIBRARY = "library"
 
 
-FLAGS = ("nopersist", "span", "otma")
+FLAGS = ("nopersist", "span", "otma", "q2")
 
 
-def parse_config(text: str) -> tuple[int, int, int, bool, bool, bool]:
+def parse_config(text: str) -> tuple[int, int, int, bool, bool, bool, int]:
     parts = text.split(":")
     flags = parts[3:]
     if len(parts) < 3 or any(f not in FLAGS for f in flags) or len(set(flags)) != len(flags):
-        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :nopersist, :span and :otma")
-    return int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags, "otma" in flags
+        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :nopersist, :span, :otma and :q2")
+    return int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags, "otma" in flags, \
+        2 if "q2" in flags else 1
 
 
 def s_range(s: int) -> str:
@@ -52,7 +54,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, nargs="?", default=SEED, help="the seed or a variant of it")
     parser.add_argument("--suite", default="wide")
-    parser.add_argument("--also", nargs="*", default=[], help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma]")
+    parser.add_argument("--also", nargs="*", default=[],
+                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma][:q2]")
+    parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")
     parser.add_argument("--json", type=Path, help="write every case's speedups here")
     args = parser.parse_args()
@@ -70,8 +74,9 @@ def main() -> None:
     seed = load_entry(args.folder.resolve(), "attention").__globals__
     builds: dict = {}
 
-    def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, o_tma: bool = False):
-        key = (d, block_n, consumers, o_tma)
+    def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, o_tma: bool = False,
+              q_buffers: int = 1):
+        key = (d, block_n, consumers, o_tma, q_buffers)
         if key not in builds:
             builds[key] = seed["_Build"](*key)
         planned = seed["Plan"](builds[key], persistent, span)
@@ -84,14 +89,14 @@ def main() -> None:
     rows, wrong = [], 0
     for case in task.cases(args.suite):
         p = case.params
-        if args.max_s is not None and p["S"] > args.max_s:
+        if (args.max_s is not None and p["S"] > args.max_s) or (args.min_s is not None and p["S"] < args.min_s):
             continue
         configs = {"plan": seed["attention"], "single": fixed(p["D"], *SINGLE)}
-        for d, block_n, consumers, persistent, span, o_tma in extra:
+        for d, block_n, consumers, persistent, span, o_tma, q_buffers in extra:
             if d == p["D"]:
                 name = f"{d}:{block_n}:{consumers}{'' if persistent else ':nopersist'}{':span' if span else ''}" \
-                    f"{':otma' if o_tma else ''}"
-                configs[name] = fixed(d, block_n, consumers, persistent, span, o_tma)
+                    f"{':otma' if o_tma else ''}{':q2' if q_buffers == 2 else ''}"
+                configs[name] = fixed(d, block_n, consumers, persistent, span, o_tma, q_buffers)
         sources = [task.make_inputs(case, 1000 + i, "cuda") for i in range(cfg.input_sets)]
         expected = task.library(*sources[0]).float()
         errors = {name: tasks.relative_error(fn(*sources[0]), expected) for name, fn in configs.items()}

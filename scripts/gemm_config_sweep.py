@@ -7,7 +7,10 @@ work (as the evaluator times), so the figures are the GPU's. Prints one line per
 over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the seed's own plan with
 the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the geometric mean of
 each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the last full wave and
-past the last two (`stream256w1`: 256 wide, one wave).
+past the last two, with up to 1, 4 or 8 tiles of a tile column dealt to blocks sharing a run (`stream256w1l8`:
+256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or all of them
+(`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its own plan
+and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to `--tall-max-m` rows.
 
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
     python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
@@ -38,7 +41,15 @@ VARIANTS = {  # name -> knob settings of the seed's kernel.py (bucketed entries 
 }
 # --plans: the seed's own choice, with the split tail or stream-K off
 PLANS = {"plan": {}, "plan-no-tail": {"TAIL_SPLITS": 1, "STREAM_K": False}, "plan-no-stream": {"STREAM_K": False}}
-STREAMS = [(width, waves) for width in (256, 192, 128) for waves in (1, 2)]  # --stream: forced stream-K
+# --stream: stream-K forced per width and waves, up to `lanes` tiles of a tile column to blocks sharing a run
+STREAMS = [(width, waves, lanes) for width, waves in ((256, 1), (256, 2), (192, 1), (128, 1)) for lanes in (1, 4, 8)]
+FEW_STREAMS = [("few", 1, 1), ("few", 0, 1)]  # waves 0: every tile dealt out, none whole
+TALL = {"BLOCK_M": 256, "BLOCK_N": 128, "FIT_WIDTHS": False, "STAGES": 3}
+TALL_STREAMS = [(128, 1, 1), (128, 0, 1)]
+
+
+def stream_name(width, waves: int, lanes: int, prefix: str = "stream") -> str:
+    return f"{prefix}{width}w{waves}l{lanes}"
 
 
 def variant(name: str, settings: dict, root: Path):
@@ -72,19 +83,22 @@ def forced(gemm, work: str, parts: int):
     return gemm
 
 
-def forced_stream(gemm, width: int, waves: int):
-    """The seed's wrapper with stream-K forced on `width`-wide tiles past all but `waves` - 1 full waves (all its
-    tiles whole where every wave is full, or the width is not built)."""
+def forced_stream(gemm, width, waves: int):
+    """The seed's wrapper with stream-K forced on `width`-wide tiles ("few": the few-token tile) past all but
+    `waves` - 1 full waves, or over every tile with `waves` 0 (all its tiles whole where every wave is full, or the
+    width is not built)."""
     g = gemm.__globals__
     plan = g.setdefault("_own_plan", g["plan"])
 
     def fixed(M, N, K, sms):
         own = plan(M, N, K, sms)
-        build = g["_LARGE"].get(width)
-        if build is None or M <= g["FEW_ROWS"]:
+        build = g["_FEW"] if width == "few" else g["_LARGE"].get(width)
+        if build is None or (M <= g["FEW_ROWS"]) != (width == "few"):
             return own
-        count = -(-M // build.block_m) * -(-N // width)
-        planned = None if count % sms == 0 else g["stream_plan"](build, count, waves, -(-K // 64), sms)[1]
+        count = -(-M // build.block_m) * -(-N // build.block_n)
+        rows = -(-M // (build.block_m * build.cluster_m))
+        every = waves or count // sms + 1
+        planned = None if count % sms == 0 else g["stream_plan"](build, count, every, -(-K // 64), sms, rows)[1]
         return planned or g["Plan"](build, count, count, 1)
 
     g["plan"] = fixed
@@ -95,8 +109,13 @@ def forced_stream(gemm, width: int, waves: int):
 def options(args, m: int) -> list[tuple[str, str, int]]:
     """(variant, work, parts) to time for a shape with m rows."""
     if args.plans or args.stream:
+        few = m <= 64
+        tall = args.stream and not few and m <= args.tall_max_m
         return [(name, "own", 0) for name in PLANS] + \
-            [(f"stream{w}w{v}", "stream", (w, v)) for w, v in STREAMS if args.stream and m > 64]
+            [(stream_name(*forced), "stream", forced[:2]) for forced in (FEW_STREAMS if few else STREAMS)
+             if args.stream] + \
+            [("tall", "own", 0)] * tall + \
+            [(stream_name(*forced, prefix="talls"), "stream", forced[:2]) for forced in TALL_STREAMS if tall]
     few = [name for name in VARIANTS if name.startswith("few") == (m <= 64)]
     return [(name, "split", s) for name in few for s in args.splits] + \
         [(name, "tail", s) for name in few for s in args.tails if m > 64]
@@ -138,6 +157,7 @@ def main() -> None:
     parser.add_argument("--tails", type=_ints, default="2,3,4", help="split-tail parts to time")
     parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
     parser.add_argument("--stream", action="store_true", help="the plans, and stream-K forced per width and waves")
+    parser.add_argument("--tall-max-m", type=int, default=1024, help="--stream: the tall tile up to these rows")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -145,7 +165,12 @@ def main() -> None:
     own = PLANS if args.plans or args.stream else VARIANTS
     entries = {name: variant(name, settings, root) for name, settings in own.items()}
     if args.stream:
-        entries.update({f"stream{w}w{v}": variant(f"stream{w}w{v}", {}, root) for w, v in STREAMS})
+        entries.update({stream_name(*forced): variant(stream_name(*forced), {"STREAM_LANES": forced[2]}, root)
+                        for forced in STREAMS + FEW_STREAMS})
+        entries["tall"] = variant("tall", TALL, root)
+        entries.update({stream_name(*forced, prefix="talls"): variant(stream_name(*forced, prefix="talls"),
+                                                                      {**TALL, "STREAM_LANES": forced[2]}, root)
+                        for forced in TALL_STREAMS})
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     rows = []
     for case, m, n, k in shapes(args):
@@ -168,11 +193,13 @@ def main() -> None:
             speedup = library / ours
             plan = gemm.__globals__["_PLANS"][m, n, k, gemm.__globals__["_sm_count"](a.device)]
             row = {"case": case, "config": name, "work": work, "block_n": plan.build.block_n,
-                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "stream": plan.stream, "ms": ours,
+                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "stream": plan.stream,
+                   "lanes": plan.lanes, "ms": ours,
                    "library_ms": library, "speedup": speedup, "rel_err": err}
             rows.append(row)
             print(f"{case:20s} {name:16s} {plan.build.block_n:3d} wide, {plan.whole:5d} of {plan.tiles:5d} tiles "
-                  f"whole, others in {plan.splits}{f' over {plan.stream} blocks' if plan.stream else ''}: "
+                  f"whole, others in {plan.splits}"
+                  f"{f' over {plan.stream} blocks, {plan.lanes} a run' if plan.stream else ''}: "
                   f"{speedup:6.3f}x  ({ours * 1e3:7.1f} us, cublas "
                   f"{library * 1e3:7.1f} us, err {err:.1e})", flush=True)
             if best is None or speedup > best["speedup"]:

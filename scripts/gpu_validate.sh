@@ -2,6 +2,7 @@
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 #                                             kernelbench kernelbench_evolve evalwall model_evolve
+#                                             gemm_sweep fa3_sweep
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -195,6 +196,18 @@ step_evalwall() {
       --modes "${EVALWALL_MODES:-before,cold,back-to-back,ready}" --json "$OUT/evalwall-$task.json" \
       2>&1 | tee "$OUT/evalwall-$task.txt" | grep -v '^ \{3,\}'
   done
+}
+
+# gemm/cuda_wgmma's configurations side by side against cuBLAS (scripts/gemm_config_sweep.py; GEMM_SWEEP: its
+# arguments), and attention/cuda_fa3's against cuDNN (scripts/fa3_plan_sweep.py; FA3_SWEEP: its arguments): the
+# whole log and every row's JSON kept, the summary lines shown.
+step_gemm_sweep() {
+  timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/gemm_config_sweep.py ${GEMM_SWEEP:---stream --suite wide --max-m 4096} \
+    --json "$OUT/gemm_sweep.json" 2>&1 | tee "$OUT/gemm_sweep.txt" | grep -E "^(BEST|GEOMEAN)|rror"
+}
+step_fa3_sweep() {
+  timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/fa3_plan_sweep.py ${FA3_SWEEP:-} --json "$OUT/fa3_sweep.json" 2>&1 \
+    | tee "$OUT/fa3_sweep.txt" | grep -vE "^b[0-9]+_"
 }
 
 for step in "$@"; do

@@ -1,7 +1,8 @@
 """attention/cuda_fa3's builds on a GPU: every build its per-shape table declares, and the three-consumer widths an
 entry may name, against torch's SDPA in float32 (D 64 and 128, causal and not, S 1 to 2048, GQA 8/2, bf16 and fp16,
 persistent grid and not, causal too), within the task's tolerance, and writing no row past S, O stored from the
-registers or through shared memory by TMA (O_TMA).
+registers or through shared memory by TMA (O_TMA), with one Q tile or two (Q_BUFFERS: the next tile's Q loaded
+ahead, which a persistent grid's blocks reach).
 
 Each build runs in a child process (this file run as a script) under a time limit, so a wrong barrier count or
 register split fails as its own build's test instead of hanging the session. The CPU side of the table is
@@ -22,30 +23,33 @@ from avo.evaluate.worker.loader import load_entry
 SEED = Path(__file__).resolve().parents[2] / "kernels" / "attention" / "cuda_fa3"
 SEQLENS = (1, 77, 128, 513, 1024, 2048)
 B, HQ, HKV = 2, 8, 2
-EXTRA = {(64, 64, 3, False), (64, 128, 3, False), (64, 192, 2, False), (128, 128, 2, True), (64, 128, 2, True),
-         (64, 128, 3, True), (64, 96, 3, True)}
+EXTRA = {(64, 64, 3, False, 1), (64, 128, 3, False, 1), (64, 192, 2, False, 1), (128, 128, 2, True, 1),
+         (64, 128, 2, True, 1), (64, 128, 3, True, 1), (64, 96, 3, True, 1), (128, 128, 2, True, 2),
+         (64, 128, 2, True, 2), (64, 128, 3, False, 2), (128, 128, 2, False, 2)}
 """Builds an entry may name that the defaults do not: the narrower three-consumer blocks, D = 64 on two consumers
-with the shared BLOCK_N (the configuration D = 64 ran before the table), and the short buckets' and D 64's builds
-with O through TMA."""
+with the shared BLOCK_N (the configuration D = 64 ran before the table), the short buckets' and D 64's builds with O
+through TMA, and the builds with two Q tiles."""
 LIMIT_S = 240
 ROWS_PER_BUILD = 2 * len(SEQLENS) * 4  # dtypes x S x (non-causal, causal) x (persistent grid or not)
 
 
-def seed_builds() -> list[tuple[int, int, int, bool]]:
-    """(head dim, BLOCK_N, consumers, O_TMA) of every build the seed's table declares, and the extra ones."""
+def seed_builds() -> list[tuple[int, int, int, bool, int]]:
+    """(head dim, BLOCK_N, consumers, O_TMA, Q tiles) of every build the seed's table declares, and the extra
+    ones."""
     plans = load_entry(SEED, "attention").__globals__["PLANS"]
-    return sorted({(p.build.d, p.build.block_n, p.build.consumers, p.build.o_tma) for p in plans.values()} | EXTRA)
+    return sorted({(p.build.d, p.build.block_n, p.build.consumers, p.build.o_tma, p.build.q_buffers)
+                   for p in plans.values()} | EXTRA)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d,block_n,consumers,o_tma", seed_builds())
-def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma):
+@pytest.mark.parametrize("d,block_n,consumers,o_tma,q_buffers", seed_builds())
+def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma, q_buffers):
     import needs
 
     needs.module("cupy")
     try:
-        done = subprocess.run([sys.executable, __file__, str(d), str(block_n), str(consumers), str(int(o_tma))],
-                              capture_output=True, text=True, timeout=LIMIT_S)
+        done = subprocess.run([sys.executable, __file__, str(d), str(block_n), str(consumers), str(int(o_tma)),
+                               str(q_buffers)], capture_output=True, text=True, timeout=LIMIT_S)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         pytest.fail(f"D={d} BLOCK_N={block_n} with {consumers} consumers did not finish in {LIMIT_S} s (a hang?); "
@@ -57,7 +61,7 @@ def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tm
     assert not bad, f"{len(bad)} of {len(rows)} cases wrong: {bad[:6]}"
 
 
-def check_build(d: int, block_n: int, consumers: int, o_tma: int) -> None:
+def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int) -> None:
     """In the child: one row per case, printed as it finishes."""
     import torch
     import torch.nn.functional as F
@@ -67,7 +71,7 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int) -> None:
 
     task = load("attention")
     module = load_entry(SEED, "attention").__globals__
-    build = module["_Build"](d, block_n, consumers, bool(o_tma))
+    build = module["_Build"](d, block_n, consumers, bool(o_tma), q_buffers)
     scale = 1 / math.sqrt(d)
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype in (torch.bfloat16, torch.float16):
@@ -93,4 +97,4 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int) -> None:
 
 
 if __name__ == "__main__":
-    check_build(*map(int, sys.argv[1:5]))
+    check_build(*map(int, sys.argv[1:6]))

@@ -55,13 +55,14 @@ WITH_TAIL = {
 }
 
 
-# The shapes stream-K takes (rows, width, tiles, whole, most pieces of a tile, blocks): the tiles past the last full
-# wave, or the last two, dealt out in equal runs.
+# The shapes stream-K takes (rows, width, tiles, whole, most pieces of a tile, blocks, blocks a run): the tiles past
+# the last full wave, or the last two, dealt out in equal runs, each run to the 8 blocks of a tile column's 8 rows
+# (so 128 of the 132 SMs).
 WITH_STREAM = {  # only from STREAM_MIN_ROWS rows: below it stream-K lost on the H200 (kernel.py, rule 5)
-    "8192x8192x8192": (128, 256, 2048, 1848, 2, 132),
-    "8192x14336x4096": (128, 256, 3584, 3432, 2, 132),
-    "16384x8192x8192": (128, 256, 4096, 3960, 2, 132),
-    "16384x8192x28672": (128, 256, 4096, 3960, 2, 132),
+    "8192x8192x8192": (128, 256, 2048, 1848, 2, 128, 8),
+    "8192x14336x4096": (128, 256, 3584, 3432, 2, 128, 8),
+    "16384x8192x8192": (128, 256, 4096, 3960, 2, 128, 8),
+    "16384x8192x28672": (128, 256, 4096, 3960, 2, 128, 8),
 }
 
 
@@ -79,7 +80,7 @@ def planned(g: dict, case) -> tuple:
     p = case.params
     plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
     return (plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits) + \
-        ((plan.stream,) if plan.stream else ())
+        ((plan.stream, plan.lanes) if plan.stream else ())
 
 
 def test_the_tables_name_every_bench_and_wide_shape():
@@ -112,14 +113,16 @@ def test_a_stream_plan_starts_on_a_wave_boundary_and_is_estimated_faster_than_th
         return
     k_steps, slots = -(-p["K"] // 64), H200_SMS // plan.build.cluster_m
     total = (plan.tiles - plan.whole) * k_steps
-    assert plan.whole % slots == 0 and 0 < plan.tiles - plan.whole < g["STREAM_WAVES"] * slots, case.name
+    assert 0 < plan.tiles - plan.whole < g["STREAM_WAVES"] * slots + plan.lanes, case.name
+    assert -plan.whole % slots < plan.lanes and plan.whole % plan.lanes == 0, case.name  # a wave's edge, by lanes
+    assert plan.stream % plan.lanes == 0 and (plan.tiles - plan.whole) % plan.lanes == 0, case.name
     assert 2 <= plan.stream <= slots and plan.stream * g["MIN_RUN_STEPS"] <= total
-    runs = g["stream_runs"](plan.tiles, plan.whole, k_steps, plan.stream)
+    runs = g["stream_runs"](plan.tiles, plan.whole, k_steps, plan.stream, plan.lanes)
     assert plan.splits == max(piece[4] for run in runs for piece in run)  # the workspace's room per tile
     assert plan.units == plan.whole + plan.stream
     other = seed_globals(STREAM_K=False)["plan"](p["M"], p["N"], p["K"], H200_SMS)
     before = g["_time"](other.build, other.tiles, other.whole, other.splits, k_steps, slots)
-    after = g["_stream_time"](plan.build, plan.tiles, plan.whole, k_steps, slots)[0]
+    after = g["_stream_time"](plan.build, plan.tiles, plan.whole, k_steps, slots, plan.lanes)[0]
     assert after <= (1 - g["STREAM_GAIN"]) * before, case.name
 
 
@@ -167,17 +170,18 @@ def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_pa
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
     off = sweep.variant("plan-no-tail", sweep.PLANS["plan-no-tail"], tmp_path).__globals__["plan"]
-    assert off(1024, 10240, 8192, H200_SMS)[1:] == (640, 640, 1, 0)  # 128 wide, whole: the plan before the tail
+    assert off(1024, 10240, 8192, H200_SMS)[1:5] == (640, 640, 1, 0)  # 128 wide, whole: the plan before the tail
     gemm = sweep.variant("large128x256s3", sweep.VARIANTS["large128x256s3"], tmp_path)
     for work, parts, expected in (("tail", 2, (320, 264, 2)), ("split", 2, (320, 0, 2)), ("tail", 1, (320, 320, 1))):
         plan = sweep.forced(gemm, work, parts).__globals__["plan"](1024, 10240, 8192, H200_SMS)
         assert (plan.build.block_n, *plan[1:4]) == (256, *expected) and not plan.stream, (work, parts)
     # No partial wave (132 tiles on 132 SMs): nothing to cut, and the row says so.
-    assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:] == (132, 132, 1, 0)
+    assert sweep.forced(gemm, "tail", 2).__globals__["plan"](128 * 132, 256, 8192, H200_SMS)[1:5] == (132, 132, 1, 0)
     no_stream = sweep.variant("plan-no-stream", sweep.PLANS["plan-no-stream"], tmp_path).__globals__["plan"]
-    assert no_stream(1024, 10240, 8192, H200_SMS)[1:] == (320, 264, 2, 0)  # the split tail, as before stream-K
-    for width, waves, expected in ((256, 1, (80, 0, 3, 132)), (128, 1, (160, 132, 6, 132)), (128, 2, (160, 0, 2, 132)),
-                                  (192, 2, (108, 0, 3, 132))):
+    assert no_stream(1024, 10240, 8192, H200_SMS)[1:5] == (320, 264, 2, 0)  # the split tail, as before stream-K
+    # M = 256 is two tile rows: each run goes to the two blocks of a tile column (2 lanes).
+    for width, waves, expected in ((256, 1, (80, 0, 3, 132, 2)), (128, 1, (160, 132, 6, 132, 2)),
+                                  (128, 2, (160, 0, 2, 132, 2)), (192, 2, (108, 0, 3, 132, 2))):
         streamed = sweep.variant(f"s{width}{waves}", {}, tmp_path)
         plan = sweep.forced_stream(streamed, width, waves).__globals__["plan"](256, 10240, 8192, H200_SMS)
         assert (plan.build.block_n, *plan[1:]) == (width, *expected), (width, waves)
@@ -241,12 +245,13 @@ def test_split_calls_on_two_streams_get_workspaces_of_their_own():
     held.clear()
 
 
-@pytest.mark.parametrize("tiles,whole,k_steps,blocks", [
-    (80, 0, 128, 132), (160, 0, 128, 132), (320, 132, 128, 132), (133, 132, 128, 16), (24, 0, 313, 132),
-    (7, 0, 9, 7), (3, 0, 1000, 131), (56, 0, 128, 100),
+@pytest.mark.parametrize("tiles,whole,k_steps,blocks,lanes", [
+    (80, 0, 128, 132, 1), (160, 0, 128, 132, 1), (320, 132, 128, 132, 1), (133, 132, 128, 16, 1),
+    (24, 0, 313, 132, 1), (7, 0, 9, 7, 1), (3, 0, 1000, 131, 1), (56, 0, 128, 100, 1),
+    (80, 0, 128, 132, 2), (320, 128, 128, 128, 8), (2048, 1848, 128, 128, 8), (64, 0, 7, 12, 4), (12, 4, 50, 8, 4),
 ])
-def test_stream_k_deals_every_step_of_the_tail_once_in_runs_a_step_apart(tiles, whole, k_steps, blocks):
-    runs = seed_globals()["stream_runs"](tiles, whole, k_steps, blocks)
+def test_stream_k_deals_every_step_of_the_tail_once_in_runs_a_step_apart(tiles, whole, k_steps, blocks, lanes):
+    runs = seed_globals()["stream_runs"](tiles, whole, k_steps, blocks, lanes)
     assert len(runs) == blocks
     lengths = [sum(end - begin for _, begin, end, _, _ in run) for run in runs]
     assert max(lengths) - min(lengths) <= 1 and min(lengths) >= 1
@@ -254,17 +259,23 @@ def test_stream_k_deals_every_step_of_the_tail_once_in_runs_a_step_apart(tiles, 
     for b, run in enumerate(runs):
         for tile, begin, end, piece, count in run:
             assert whole <= tile < tiles and 0 <= begin < end <= k_steps
+            assert (tile - whole) % lanes == b % lanes, (b, tile)  # a block stays on its lane's row
             for k in range(begin, end):
                 assert (tile, k) not in seen, (tile, k)
                 seen[tile, k] = b
             pieces.setdefault(tile, []).append((piece, count, begin, b))
     assert len(seen) == (tiles - whole) * k_steps
+    for group in range(blocks // lanes):  # the blocks of a group walk the same K ranges of one tile column
+        walks = {tuple(((t - whole) // lanes, begin, end) for t, begin, end, _, _ in runs[group * lanes + lane])
+                 for lane in range(lanes)}
+        assert len(walks) == 1, group
     for tile, held in pieces.items():
-        # A tile's pieces are numbered 0, 1, ... in K order, by consecutive blocks, each knowing how many there are.
+        # A tile's pieces are numbered 0, 1, ... in K order, by the blocks of consecutive groups, each knowing how
+        # many there are.
         assert [p for p, _, _, _ in held] == list(range(len(held))), tile
         assert {c for _, c, _, _ in held} == {len(held)}, tile
         assert [begin for _, _, begin, _ in held] == sorted(begin for _, _, begin, _ in held)
-        assert [b for _, _, _, b in held] == list(range(held[0][3], held[0][3] + len(held)))
+        assert [b for _, _, _, b in held] == list(range(held[0][3], held[0][3] + len(held) * lanes, lanes))
 
 
 def test_stream_k_below_its_rows_is_what_the_knob_says():

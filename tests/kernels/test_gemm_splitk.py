@@ -30,7 +30,7 @@ SHAPES = {
     (1000, 10240, 8192): (128, 256, "tail"),   # the same with a ragged last tile row
     (256, 10240, 8192): (128, 128, "tail"),    # 132 tiles whole, 28 in 4 parts
     (896, 2368, 8192): (128, 128, "tail"),     # 132 tiles whole, one in 4 parts (ragged N)
-    (8192, 8192, 8192): (128, 256, "stream"),  # 1848 tiles whole, 200 dealt out (from STREAM_MIN_ROWS rows)
+    (8192, 8192, 8192): (128, 256, "stream"),  # 1848 tiles whole, 200 dealt out by 8 lanes (from 8192 rows)
 }
 # With stream-K off (STREAM_K False, a knob an evolve may move) the shapes it takes run as the other rules say.
 WITHOUT_STREAM = {(8192, 8192, 8192): (128, 256, "whole")}
@@ -94,26 +94,45 @@ def test_every_configuration_is_correct_and_bitwise_repeatable(shape, dtype, kno
         assert not arrivals.any(), f"{shape}: arrival counters left set"
 
 
-# Stream-K, forced on each width and count of waves, ragged edges included: (M, N, K, width, waves). The wrapper
-# takes it where its estimate says so (test_gemm_plan.py); here every such plan must be correct and repeatable.
+# Stream-K, forced on each width and count of waves (0: every tile dealt out), with up to `lanes` tiles of a tile
+# column to the blocks of one run, ragged edges included: (M, N, K, width, waves, lanes); width "few" is the
+# few-token 64 x 128 tile (one consumer), "tall" a 256 x 128 tile (two consumers of 128 rows). The wrapper takes it
+# where its rules say so (test_gemm_plan.py); here every such plan must be correct and repeatable.
 STREAMED = [
-    (256, 10240, 8192, 128, 2),   # 160 tiles on 132 SMs: no whole tiles, every run 155 steps
-    (256, 10240, 8192, 128, 1),   # 132 whole, 28 tiles dealt out in runs of 27 steps, a tile in up to 6 pieces
-    (256, 10240, 8192, 256, 1),   # 80 tiles: runs of 77 or 78 steps, a tile in up to three pieces
-    (1000, 10240, 8192, 256, 2),  # ragged last tile row; 132 tiles whole, 188 dealt out
-    (1024, 8192, 8192, 192, 1),   # 344 tiles: 264 whole, 80 dealt out
-    (300, 1000, 20000, 128, 1),   # ragged M, N and K; 24 tiles, short runs past a tile's end
-    (896, 2368, 8192, 128, 1),    # 133 tiles: a tail of one tile over every block
+    (256, 10240, 8192, 128, 2, 1),   # 160 tiles on 132 SMs: no whole tiles, every run 155 steps
+    (256, 10240, 8192, 128, 1, 1),   # 132 whole, 28 tiles dealt out in runs of 27 steps, a tile in up to 6 pieces
+    (256, 10240, 8192, 256, 1, 1),   # 80 tiles: runs of 77 or 78 steps, a tile in up to three pieces
+    (1000, 10240, 8192, 256, 2, 1),  # ragged last tile row; 132 tiles whole, 188 dealt out
+    (1024, 8192, 8192, 192, 1, 1),   # 344 tiles: 264 whole, 80 dealt out
+    (300, 1000, 20000, 128, 1, 1),   # ragged M, N and K; 24 tiles, short runs past a tile's end
+    (896, 2368, 8192, 128, 1, 1),    # 133 tiles: a tail of one tile over every block
+    (256, 10240, 8192, 256, 1, 8),   # 2 rows: 40 columns of 2 tiles, 66 runs of 2 blocks
+    (1000, 10240, 8192, 256, 2, 8),  # 8 rows (the last ragged): 128 whole, 24 columns of 8 over 16 runs of 8
+    (1024, 8192, 8192, 192, 1, 4),   # 8 rows in lanes of 4: 264 whole, 20 half-columns over 33 runs of 4
+    (300, 1000, 20000, 128, 1, 8),   # 3 ragged rows of 8 ragged columns: 3 lanes, 44 runs of 3 blocks
+    (8192, 8192, 8192, 256, 1, 8),   # the wrapper's own choice at 8192^3: 1848 whole, 25 columns over 16 runs
+    (64, 8192, 8192, "few", 1, 1),   # 64 tiles of 64 x 128 over 132 blocks: 62 or 63 steps each
+    (64, 57344, 8192, "few", 1, 1),  # 448 tiles: 396 whole, 52 dealt out
+    (33, 2048, 20000, "few", 0, 1),  # ragged M and K: 16 tiles over 132 blocks
+    (64, 57344, 8192, "few", 0, 1),  # every one of 448 tiles dealt out
+    (256, 10240, 8192, "tall", 0, 1),  # 80 tiles of 256 x 128: B read once, every SM busy
+    (200, 1000, 20000, "tall", 0, 1),  # ragged M, N and K
+    (1024, 8192, 8192, "tall", 1, 1),  # 256 tiles: 132 whole, 124 dealt out
 ]
+TALL = (256, 128, 3)  # BLOCK_M, BLOCK_N, STAGES of the "tall" build
 
 
-def streamed(gemm, width: int, waves: int):
-    """The seed's wrapper planning stream-K on `width`-wide tiles past all but `waves` - 1 full waves."""
+def streamed(gemm, width, waves: int, lanes: int):
+    """The seed's wrapper planning stream-K on `width`-wide tiles (or the "few" or "tall" build) past all but
+    `waves` - 1 full waves (0: every tile), up to `lanes` tiles of a tile column a run."""
     g = gemm.__globals__
+    g["STREAM_LANES"] = lanes
+    build = g["_FEW"] if width == "few" else g["_Build"](*TALL, 2, 1) if width == "tall" else g["_LARGE"][width]
 
     def plan(M, N, K, sms):
-        build = g["_LARGE"][width]
-        return g["stream_plan"](build, -(-M // build.block_m) * -(-N // width), waves, -(-K // 64), sms)[1]
+        rows = -(-M // build.block_m)
+        count = rows * -(-N // build.block_n)
+        return g["stream_plan"](build, count, waves or count // sms + 1, -(-K // 64), sms, rows)[1]
 
     g["plan"] = plan
     g["_PLANS"].clear()
@@ -122,20 +141,21 @@ def streamed(gemm, width: int, waves: int):
 
 def test_a_forced_stream_plan_deals_every_tail_step_once():
     g = seed().__globals__
-    for m, n, k, width, waves in STREAMED:
-        plan = streamed(seed(), width, waves).__globals__["plan"](m, n, k, H200_SMS)
-        assert plan.stream > 1 and plan.whole % H200_SMS == 0, (m, n, k)
-        runs = g["stream_runs"](plan.tiles, plan.whole, -(-k // 64), plan.stream)
+    for m, n, k, width, waves, lanes in STREAMED:
+        plan = streamed(seed(), width, waves, lanes).__globals__["plan"](m, n, k, H200_SMS)
+        assert plan.stream > 1 and -plan.whole % H200_SMS < plan.lanes <= lanes, (m, n, k)
+        runs = g["stream_runs"](plan.tiles, plan.whole, -(-k // 64), plan.stream, plan.lanes)
         assert max(piece[4] for run in runs for piece in run) == plan.splits
+        assert plan.lanes == min(lanes, {256: 2, 1000: 8, 1024: 8, 300: 3, 8192: 8}[m] if lanes > 1 else 1)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("case", STREAMED, ids=lambda c: "x".join(map(str, c[:3])) + f"-w{c[3]}-v{c[4]}")
+@pytest.mark.parametrize("case", STREAMED, ids=lambda c: "x".join(map(str, c[:3])) + f"-w{c[3]}-v{c[4]}-l{c[5]}")
 def test_stream_k_is_correct_and_bitwise_repeatable(case, dtype):
     needs.module("cupy")
-    m, n, k, width, waves = case
-    gemm = streamed(seed(), width, waves)
+    m, n, k, width, waves, lanes = case
+    gemm = streamed(seed(), width, waves, lanes)
     gen = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
     b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)

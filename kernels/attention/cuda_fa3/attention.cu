@@ -33,6 +33,10 @@
 //     128-byte swizzle: no bank conflicts) and one thread hands them to TMA, so the warps go on to the next tile
 //     while the copy engine stores O in whole 128-byte rows (stores straight from the registers write 16 bytes of
 //     each 32-byte sector per instruction). Costs 64 x D x 2 bytes of shared memory per consumer.
+//   - Q_BUFFERS = 2 (persistent grids): two Q tiles in shared memory, so the producer loads the next tile's Q as soon
+//     as it has issued this tile's K and V, instead of when the consumers let go of the one Q buffer near the tile's
+//     end; the next tile's first Q Kᵀ then finds its Q in place. Short sequences pay the Q load's latency once per
+//     few K/V blocks, so it weighs there. Costs one more Q tile of shared memory.
 // Edges: TMA zero-fills rows past S; keys past S are masked, rows past S are not stored. Tunables come as -D
 // defines from kernel.py.
 #include "hopper.cuh"
@@ -59,6 +63,9 @@
 #ifndef O_TMA
 #define O_TMA 0
 #endif
+#ifndef Q_BUFFERS
+#define Q_BUFFERS 1
+#endif
 
 constexpr int BLOCK_M = 64 * CONSUMERS;     // query rows per block: 64 per consumer warpgroup
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // a producer warpgroup + the consumer warpgroups
@@ -75,9 +82,10 @@ static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 192,
               "BLOCK_N: 64, 96, 128, 160, 176 or 192 (the widths wgmma.cuh has wrappers for)");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER: 0 (ascending), 1 (heaviest first per head), 2 (heaviest first)");
-// kernel.py launches THREADS threads with D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 (+ D * BLOCK_M * 2 with
-// O_TMA) + 2048 bytes of dynamic shared memory: the Q tile, the K and V rings, O's staging buffers, 1 KB to align
-// them to the swizzle atom and 1 KB for barriers.
+static_assert(Q_BUFFERS == 1 || Q_BUFFERS == 2, "Q_BUFFERS: 1 or 2 Q tiles");
+// kernel.py launches THREADS threads with Q_BUFFERS * D * BLOCK_M * 2 + STAGES * 2 * D * BLOCK_N * 2 (+ D * BLOCK_M
+// * 2 with O_TMA) + 2048 bytes of dynamic shared memory: the Q tiles, the K and V rings, O's staging buffers, 1 KB to
+// align them to the swizzle atom and 1 KB for barriers.
 
 #include "warpgroup.cuh"
 
@@ -94,8 +102,8 @@ __device__ __forceinline__ void token_pass(int c, bool last) {
     }
 }
 
-// The shared-memory layout and the barriers both roles walk: Q (one tile), then STAGES K tiles and STAGES V tiles,
-// then with O_TMA a 64-row staging buffer of O per consumer (every part a multiple of 1 KB: swizzle-aligned).
+// The shared-memory layout and the barriers both roles walk: Q_BUFFERS Q tiles, then STAGES K tiles and STAGES V
+// tiles, then with O_TMA a 64-row staging buffer of O per consumer (every part a multiple of 1 KB: swizzle-aligned).
 template <int D>
 struct Smem {
     static constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2, O_BYTES = 64 * D * 2;
@@ -103,7 +111,7 @@ struct Smem {
     unsigned long long *full_k, *full_v, *empty_k, *empty_v, *full_q, *empty_q;
     __device__ __forceinline__ explicit Smem(unsigned char* raw) {
         q = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
-        k = q + Q_BYTES;
+        k = q + Q_BUFFERS * Q_BYTES;
         v = k + STAGES * KV_BYTES;
         o = v + STAGES * KV_BYTES;
         full_k = reinterpret_cast<unsigned long long*>(o + (O_TMA ? CONSUMERS * O_BYTES : 0));
@@ -111,17 +119,20 @@ struct Smem {
         empty_k = full_v + STAGES;
         empty_v = empty_k + STAGES;
         full_q = empty_v + STAGES;
-        empty_q = full_q + 1;
+        empty_q = full_q + Q_BUFFERS;
     }
 };
 
-// A ring position: slot and the parity of its current use.
-struct Ring {
+// A ring position: slot and the parity of its current use (a ring of SLOTS: STAGES for K and V, Q_BUFFERS for Q).
+template <int SLOTS>
+struct RingOf {
     int stage = 0, phase = 0;
     __device__ __forceinline__ void advance() {
-        if (++stage == STAGES) { stage = 0; phase ^= 1; }
+        if (++stage == SLOTS) { stage = 0; phase ^= 1; }
     }
 };
+using Ring = RingOf<STAGES>;
+using QRing = RingOf<Q_BUFFERS>;
 
 // Work tile `tile` of `tiles` = (B x Hq) x num_m: ORDER 0 and 1 walk a head's query blocks together (its K and V stay
 // in L2), 1 from the heaviest (causal: the last rows see the most keys); 2 takes every head's heaviest block first.
@@ -164,16 +175,17 @@ __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_
     const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
     const Walk walk(num_m * heads, span);
     Ring ring;
-    int q_phase = 0;
+    QRing qs;
     for (int tile = walk.first; tile < walk.end; tile += walk.step) {
         const Tile w(tile, num_m, heads, S, causal);
         const int bkv = (w.bh / Hq) * (Hq / group) + (w.bh % Hq) / group;  // the query head's kv head
-        mbar_wait(sm.empty_q, q_phase ^ 1);
-        mbar_arrive_expect_tx(sm.full_q, Smem<D>::Q_BYTES);
+        unsigned char* q = sm.q + qs.stage * Smem<D>::Q_BYTES;
+        mbar_wait(&sm.empty_q[qs.stage], qs.phase ^ 1);
+        mbar_arrive_expect_tx(&sm.full_q[qs.stage], Smem<D>::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / 64; ++b)
-            tma_load_3d(sm.q + b * Q_BOX, map_q, sm.full_q, b * 64, w.m_block * BLOCK_M, w.bh);
-        q_phase ^= 1;
+            tma_load_3d(q + b * Q_BOX, map_q, &sm.full_q[qs.stage], b * 64, w.m_block * BLOCK_M, w.bh);
+        qs.advance();
         for (int j = 0; j < w.n_blocks; ++j) {
             const int st = ring.stage, offset = st * Smem<D>::KV_BYTES;
             mbar_wait(&sm.empty_k[st], ring.phase ^ 1);
@@ -253,14 +265,14 @@ __device__ __forceinline__ void store_o_tma(const float (&o)[D / 2], float (&l)[
 // One consumer warpgroup on one tile: its 64 query rows against every K/V block, then O to global memory. Q goes back
 // to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
 template <bool FP16, int D>
-__device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int q_phase, const Tile& w,
+__device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, const QRing& qs, const Tile& w,
                                              unsigned short* O, const TensorMap* map_o, int S, float scale,
                                              bool causal) {
     constexpr int KV_BYTES = Smem<D>::KV_BYTES;
     const int c = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
     const int wg_first_row = w.m_block * BLOCK_M + c * 64;
     const int row0 = wg_first_row + (t / 32) * 16 + (t % 32) / 4;  // this thread's rows: row0 and row0 + 8
-    const unsigned char* q = sm.q + c * 64 * BOX_ROW;
+    const unsigned char* q = sm.q + qs.stage * Smem<D>::Q_BYTES + c * 64 * BOX_ROW;
     float o[D / 2], s[BLOCK_N / 2], m[2], l[2], alpha[2];
     unsigned p[BLOCK_N / 16][4];
 #pragma unroll
@@ -268,7 +280,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
     m[0] = m[1] = __int_as_float(0xff800000);
     l[0] = l[1] = 0.f;
     if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
-    mbar_wait(sm.full_q, q_phase);
+    mbar_wait(&sm.full_q[qs.stage], qs.phase);
 
     auto needs_mask = [&](int j) {
         const int key0 = j * BLOCK_N;
@@ -310,7 +322,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
             prev = ring;
             ring.advance();
         }
-        release(sm.empty_q);
+        release(&sm.empty_q[qs.stage]);
         mbar_wait(&sm.full_v[prev.stage], prev.phase);
         token_wait(c);
         issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
@@ -328,7 +340,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, int 
             wgmma_wait<0>();
             fence_regs(s);
             release(&sm.empty_k[ring.stage]);
-            if (j == w.n_blocks - 1) release(sm.empty_q);
+            if (j == w.n_blocks - 1) release(&sm.empty_q[qs.stage]);
             softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
             rescale<D>(o, alpha);
             to_p<FP16>(s, p);
@@ -364,8 +376,10 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             mbar_init(&sm.empty_k[i], CONSUMERS);  // one arrival per consumer warpgroup
             mbar_init(&sm.empty_v[i], CONSUMERS);
         }
-        mbar_init(sm.full_q, 1);
-        mbar_init(sm.empty_q, CONSUMERS);
+        for (int i = 0; i < Q_BUFFERS; ++i) {
+            mbar_init(&sm.full_q[i], 1);
+            mbar_init(&sm.empty_q[i], CONSUMERS);
+        }
         mbar_fence_init();
     }
     __syncthreads();
@@ -383,11 +397,10 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
         const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
         const Walk walk(num_m * heads, span);
         Ring ring;
-        int q_phase = 0;
+        QRing qs;
         for (int tile = walk.first; tile < walk.end; tile += walk.step) {
-            consume_tile<FP16, D>(sm, ring, q_phase, Tile(tile, num_m, heads, S, causal), O, map_o, S, scale,
-                                  causal);
-            q_phase ^= 1;
+            consume_tile<FP16, D>(sm, ring, qs, Tile(tile, num_m, heads, S, causal), O, map_o, S, scale, causal);
+            qs.advance();
         }
         if (O_TMA && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }

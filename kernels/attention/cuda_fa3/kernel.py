@@ -30,6 +30,10 @@ PERSISTENT = True  # avo: tune False True
 # tile is a few K/V blocks long and its store weighs: d128_short 0.826 -> 0.944 and d64_short 0.886 -> 0.905 in one
 # sweep; at D = 64 past SHORT_S it lost slightly (1.081 -> 1.063 at S 2048-4096), so d64 keeps the register store.
 O_TMA = False  # avo: tune False True
+# Two Q tiles in shared memory (attention.cu's Q_BUFFERS): a persistent block's producer loads the next tile's Q as
+# soon as it has issued this tile's K and V, so the next tile's first Q Kᵀ does not wait for it. One more Q tile of
+# shared memory (BLOCK_M x D x 2 bytes), which the d128 entry's 192-wide blocks leave no room for.
+Q_BUFFERS = 1  # avo: tune 1 2
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
@@ -50,6 +54,7 @@ TABLE = {
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d128_short
         O_TMA=True,  # avo: tune False True bucket=d128_short
+        Q_BUFFERS=1,  # avo: tune 1 2 bucket=d128_short
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
@@ -60,6 +65,7 @@ TABLE = {
         WARPGROUPS=3,  # avo: tune 2 3 bucket=d64
         PERSISTENT=True,  # avo: tune False True bucket=d64
         O_TMA=False,  # avo: tune False True bucket=d64
+        Q_BUFFERS=1,  # avo: tune 1 2 bucket=d64
     ),
     # D = 64, S <= SHORT_S: two consumers with 128-wide blocks and a persistent causal grid: 0.887 against 0.719
     # (causal 0.654 to 0.877). Three consumers run the non-causal cases faster (0.934 against 0.897) and the causal
@@ -70,6 +76,7 @@ TABLE = {
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
         O_TMA=True,  # avo: tune False True bucket=d64_short
+        Q_BUFFERS=1,  # avo: tune 1 2 bucket=d64_short
     ),
 }
 
@@ -87,20 +94,22 @@ LOG2E = 1.0 / math.log(2.0)
 
 
 class _Build:
-    """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store), one module per
-    dtype."""
+    """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store, Q tiles), one module
+    per dtype."""
 
-    def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False):
-        self.d, self.block_n, self.consumers, self.o_tma = d, block_n, consumers, o_tma
+    def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False, q_buffers: int = 1):
+        self.d, self.block_n, self.consumers, self.o_tma, self.q_buffers = d, block_n, consumers, o_tma, q_buffers
         self.block_m = 64 * consumers
         self.threads = 128 * (consumers + 1)
-        # The Q tile, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
+        # The Q tiles, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
         # atom, 1 KB for barriers.
-        self.smem = (self.block_m * d * (2 if o_tma else 1) + 2 * STAGES * block_n * d) * 2 + 2048
+        self.smem = (self.block_m * d * (q_buffers + (1 if o_tma else 0)) + 2 * STAGES * block_n * d) * 2 + 2048
+        # O_TMA and Q_BUFFERS only where set: the other builds' flags (and so their cached cubins) as before.
         self.modules = {dtype: load_module("attention.cu", defines={
             "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP,
-            "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
-        }) for dtype in _DTYPES.values()}  # O_TMA only where set: the other builds' flags as before it existed
+            "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), **({"Q_BUFFERS": 2} if q_buffers == 2 else {}),
+            "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
+        }) for dtype in _DTYPES.values()}
 
 
 class Plan(NamedTuple):
@@ -119,7 +128,8 @@ def _plans() -> dict[str, Plan]:
     plans = {}
     for name, d in (("d128", 128), ("d128_short", 128), ("d64", 64), ("d64_short", 64)):
         entry = TABLE.get(name, {})
-        key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA))
+        key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
+               entry.get("Q_BUFFERS", Q_BUFFERS))
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
@@ -165,8 +175,8 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
         raise ValueError(f"this build is for head dim {build.d}, not {D}")
     if build.smem > _SMEM_LIMIT:
         raise ValueError(f"BLOCK_N={build.block_n}, STAGES={STAGES} with {build.consumers} consumer warpgroups"
-                         f"{' and O_TMA' if build.o_tma else ''} need {build.smem} bytes of shared memory at D={D}: "
-                         f"over {_SMEM_LIMIT}")
+                         f"{' and O_TMA' if build.o_tma else ''}{' and Q_BUFFERS=2' if build.q_buffers == 2 else ''}"
+                         f" need {build.smem} bytes of shared memory at D={D}: over {_SMEM_LIMIT}")
     map_q = tensor_map(q.view(B * Hq, S, D), box=(1, build.block_m, 64))
     map_k = tensor_map(k.view(B * Hkv, S, D), box=(1, build.block_n, 64))
     map_v = tensor_map(v.view(B * Hkv, S, D), box=(1, build.block_n, 64))

@@ -32,6 +32,10 @@
 //     so every block ends within one K-step of the others however few tiles there are (80 tiles of 128 steps on
 //     132 SMs: 77 or 78 steps each, where whole tiles take 128 and halves 64 + 64). A run meets two or three
 //     tiles; each piece of a tile is reduced as a split part is, in the order of the blocks that hold them.
+//     With `lanes` > 1 the tail is dealt by columns: the `lanes` tiles of one tile column (they read the same B
+//     panel) go to `lanes` blocks with the same run, one row each, so those blocks walk the same K offsets together
+//     and B comes from DRAM once, the other rows reading it from L2 (with one block per tile, the rows sharing a
+//     panel were whole runs apart in K and B came from DRAM once per row).
 //   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
 //     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
 //     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
@@ -128,16 +132,21 @@ __device__ __forceinline__ Unit unit_work(int unit, int whole, int splits, int k
 
 // One block's (or cluster's) work list, walked the same way by its producer and its consumers: units first, step,
 // first + 2 step, ... of unit_work; with stream-K the whole tiles that way, then the pieces of its own run of the
-// later tiles' K-steps. Block b's run is [b W / stream, (b + 1) W / stream) of the W = tail tiles x k_steps steps,
-// tile-major, so the blocks holding step x are found without a table: (x + 1) stream - 1, over W. kernel.py keeps
-// each run at least one step long.
+// later tiles' K-steps. Stream-K's blocks come in stream / lanes groups of `lanes` (block b: group b / lanes, lane
+// b % lanes); the tail's tiles in columns of `lanes` (tile whole + c lanes + l: column c, lane l). Group g's run is
+// [g W / groups, (g + 1) W / groups) of the W = columns x k_steps steps, column-major, and each block of the group
+// walks it on its lane's tile, so the groups holding step x are found without a table: ((x + 1) groups - 1) / W.
+// kernel.py keeps each run at least one step long and lanes a divisor of the tail's tiles and of `stream`.
 struct Schedule {
-    int whole, splits, stream, k_steps, first, step, count, own_whole;
+    int whole, splits, k_steps, first, step, count, own_whole, groups, group, lane, lanes;
     long long total, run_begin, run_end;
 
-    __device__ __forceinline__ Schedule(int whole_, int splits_, int stream_, int k_steps_, int tiles, int first_,
-                                        int step_)
-        : whole(whole_), splits(splits_), stream(stream_), k_steps(k_steps_), first(first_), step(step_) {
+    __device__ __forceinline__ Schedule(int whole_, int splits_, int stream, int lanes_, int k_steps_, int tiles,
+                                        int first_, int step_)
+        : whole(whole_), splits(splits_), k_steps(k_steps_), first(first_), step(step_), lanes(lanes_) {
+        groups = stream / lanes;
+        group = first / lanes;
+        lane = first % lanes;
         if (stream == 0) {
             const int units = whole + (tiles - whole) * splits;
             count = first < units ? (units - first + step - 1) / step : 0;
@@ -145,21 +154,21 @@ struct Schedule {
             return;
         }
         own_whole = first < whole ? (whole - first + step - 1) / step : 0;
-        total = static_cast<long long>(tiles - whole) * k_steps;
+        total = static_cast<long long>((tiles - whole) / lanes) * k_steps;
         run_begin = run_end = 0;
         int pieces = 0;
         if (first < stream) {
-            run_begin = first * total / stream;
-            run_end = (first + 1) * total / stream;
+            run_begin = group * total / groups;
+            run_end = (group + 1) * total / groups;
             pieces = static_cast<int>((run_end - 1) / k_steps - run_begin / k_steps) + 1;
         }
         count = own_whole + pieces;
     }
 
-    __device__ __forceinline__ int holder(long long x) const { return static_cast<int>(((x + 1) * stream - 1) / total); }
+    __device__ __forceinline__ int holder(long long x) const { return static_cast<int>(((x + 1) * groups - 1) / total); }
 
     __device__ __forceinline__ Unit operator[](int i) const {
-        if (stream == 0) return unit_work(first + i * step, whole, splits, k_steps);
+        if (groups == 0) return unit_work(first + i * step, whole, splits, k_steps);
         Unit u;
         if (i < own_whole) {
             u.tile = first + i * step;
@@ -168,10 +177,10 @@ struct Schedule {
         }
         const long long t = run_begin / k_steps + (i - own_whole), start = t * k_steps, end = start + k_steps;
         const int first_holder = holder(start);
-        u.tile = whole + static_cast<int>(t);
+        u.tile = whole + static_cast<int>(t) * lanes + lane;
         u.k_begin = static_cast<int>(max(run_begin, start) - start);
         u.k_end = static_cast<int>(min(run_end, end) - start);
-        u.split = first - first_holder;
+        u.split = group - first_holder;
         u.parts = holder(end - 1) - first_holder + 1;
         return u;
     }
@@ -301,7 +310,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar) {
 template <bool FP16>
 __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
                                           unsigned short* C, int M, int N, int K, float* partials,
-                                          int* arrivals, int whole, int splits, int stream) {
+                                          int* arrivals, int whole, int splits, int stream, int lanes) {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
@@ -328,7 +337,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // A unit is a whole tile, one part of a split tile (unit_work; kernel.py keeps splits <= k_steps) or a piece of
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
-    const Schedule work(whole, splits, stream, k_steps, rows_m * tiles_n, blockIdx.x / CLUSTER_M,
+    const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * tiles_n, blockIdx.x / CLUSTER_M,
                         gridDim.x / CLUSTER_M);
 
     if (wg == 0) {
@@ -432,13 +441,13 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits, int stream) {
-    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream);
+          int* arrivals, int whole, int splits, int stream, int lanes) {
+    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream, lanes);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
 gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
           const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits, int stream) {
-    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream);
+          int* arrivals, int whole, int splits, int stream, int lanes) {
+    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream, lanes);
 }

@@ -9,6 +9,7 @@ tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligne
 to a simple kernel (simple.cu): TMA cannot address them.
 """
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -69,8 +70,12 @@ TAIL_GAIN = 0.05
 #    the H200 (BENCHMARKS.md) it paid at M >= 8192 (8192^3 1.060 against 1.031 whole; 16384 x 8192 x 8192 1.075
 #    against 1.026) and lost at every M <= 4096 (256 x 10240 x 8192 0.66 against 0.86 for the split tail). There
 #    the blocks walk different K offsets at once, so the two tile rows that share a B panel no longer read it
-#    together from L2: B, which such a GEMM is bound by reading, comes from DRAM twice.
+#    together from L2: B, which such a GEMM is bound by reading, comes from DRAM twice. With STREAM_LANES > 1 the
+#    tail is dealt by tile columns instead: up to STREAM_LANES tiles of a column (stream_lanes()) go to as many
+#    blocks with one run between them, a row each, so the blocks sharing a B panel walk its K offsets together.
+#    More lanes share more of B but leave the SMs past a multiple of them idle (8 lanes: 128 of 132 blocks).
 STREAM_K = True  # avo: tune False True
+STREAM_LANES = 8  # avo: tune 1 2 4 8
 STREAM_MIN_ROWS = 8192  # avo: tune 1024 4096 8192 16384
 STREAM_WAVES = 2  # avo: tune 1 2 3
 STREAM_GAIN = 0.02
@@ -140,6 +145,7 @@ class Plan(NamedTuple):
     whole: int
     splits: int
     stream: int = 0
+    lanes: int = 1  # stream-K blocks per run: one per tile of a tile column (stream_lanes)
 
     @property
     def units(self) -> int:
@@ -160,48 +166,63 @@ def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms:
     return time
 
 
-def stream_runs(tiles: int, whole: int, k_steps: int, blocks: int) -> list[list[tuple[int, int, int, int, int]]]:
+def stream_lanes(rows: int) -> int:
+    """The tiles of one tile column that stream-K deals to blocks sharing a run, at most STREAM_LANES: tile_coords
+    walks a column's rows of a GROUP_M group one after another, so a divisor of every group's rows keeps each set
+    of `lanes` consecutive tiles in one column."""
+    shared = rows if rows <= GROUP_M else math.gcd(GROUP_M, rows)
+    return max(d for d in range(1, min(shared, STREAM_LANES) + 1) if shared % d == 0)
+
+
+def stream_runs(tiles: int, whole: int, k_steps: int, blocks: int,
+                lanes: int = 1) -> list[list[tuple[int, int, int, int, int]]]:
     """Each stream-K block's pieces, (tile, k_begin, k_end, piece, pieces) of the tiles past `whole`, as gemm.cu's
-    Schedule deals them: block b's run is steps [b W / blocks, (b + 1) W / blocks) of the tail's W steps, tile-major.
+    Schedule deals them: the blocks in groups of `lanes`, the tail's tiles in columns of `lanes`, group g's run
+    steps [g W / groups, (g + 1) W / groups) of the W column-steps, column-major, each block on its lane's tile.
     (For the plan and the tests; the kernel computes its own from the same rule.)"""
-    total = (tiles - whole) * k_steps
+    groups, total = blocks // lanes, (tiles - whole) // lanes * k_steps
 
     def holder(x: int) -> int:
-        return ((x + 1) * blocks - 1) // total
+        return ((x + 1) * groups - 1) // total
 
     runs = []
     for b in range(blocks):
-        begin, end = b * total // blocks, (b + 1) * total // blocks
+        group, lane = divmod(b, lanes)
+        begin, end = group * total // groups, (group + 1) * total // groups
         pieces = []
         for t in range(begin // k_steps, (end - 1) // k_steps + 1) if end > begin else ():
             start = t * k_steps
             first = holder(start)
-            pieces.append((whole + t, max(begin, start) - start, min(end, start + k_steps) - start, b - first,
-                           holder(start + k_steps - 1) - first + 1))
+            pieces.append((whole + t * lanes + lane, max(begin, start) - start, min(end, start + k_steps) - start,
+                           group - first, holder(start + k_steps - 1) - first + 1))
         runs.append(pieces)
     return runs
 
 
-def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int) -> tuple[float, int, int]:
+def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int,
+                 lanes: int = 1) -> tuple[float, int, int]:
     """(estimated time as _time counts it, blocks, most pieces of a tile) of stream-K past `whole` tiles: the whole
     tiles' waves, then the longest run, and the partials of the tile cut into the most pieces."""
-    total = (tiles - whole) * k_steps
-    blocks = min(slots, total // MIN_RUN_STEPS)
-    if blocks < 2:
+    columns = (tiles - whole) // lanes
+    groups = min(slots // lanes, columns * k_steps // MIN_RUN_STEPS)
+    if groups * lanes < 2:
         return float("inf"), 0, 1
-    pieces = max(piece[4] for run in stream_runs(tiles, whole, k_steps, blocks) for piece in run)
+    blocks = groups * lanes
+    pieces = max(piece[4] for run in stream_runs(tiles, whole, k_steps, blocks, lanes) for piece in run)
     size = build.block_m * build.block_n / (128 * 256)
     step = size / WIDTH_RATE.get(build.block_n, 1.0)
-    time = -(-whole // slots) * k_steps * step + -(-total // blocks) * step
+    time = -(-whole // slots) * k_steps * step + -(-columns * k_steps // groups) * step
     return time + (pieces + 1) * PARTIAL_STEPS * size * (pieces > 1), blocks, pieces
 
 
-def stream_plan(build: _Build, count: int, waves: int, k_steps: int, slots: int) -> tuple[float, Plan | None]:
-    """Stream-K on `count` tiles of `build` past all but `waves` - 1 full waves: (estimated time, the plan), or
-    (inf, None) where the runs would be shorter than MIN_RUN_STEPS."""
-    whole = max(0, (count // slots - waves + 1) * slots)
-    time, blocks, pieces = _stream_time(build, count, whole, k_steps, slots)
-    return time, Plan(build, count, whole, pieces, blocks) if blocks else None
+def stream_plan(build: _Build, count: int, waves: int, k_steps: int, slots: int,
+                rows: int = 1) -> tuple[float, Plan | None]:
+    """Stream-K on `count` tiles of `build` (`rows` tile rows) past all but `waves` - 1 full waves: (estimated time,
+    the plan), or (inf, None) where the runs would be shorter than MIN_RUN_STEPS."""
+    lanes = stream_lanes(rows)
+    whole = max(0, (count // slots - waves + 1) * slots) // lanes * lanes  # the tail in whole tile columns
+    time, blocks, pieces = _stream_time(build, count, whole, k_steps, slots, lanes)
+    return time, Plan(build, count, whole, pieces, blocks, lanes) if blocks else None
 
 
 def _workspace(device, stream: int, partial_floats: int, counters: int):
@@ -253,8 +274,9 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
         count, slots = tiles(wide), sms // wide.cluster_m
         if count % slots == 0:  # every wave full: nothing to even out
             continue
+        rows = -(-M // (wide.block_m * wide.cluster_m))
         for waves in range(1, min(STREAM_WAVES, count // slots + 1) + 1):
-            time, candidate = stream_plan(wide, count, waves, k_steps, slots)
+            time, candidate = stream_plan(wide, count, waves, k_steps, slots, rows)
             if candidate and time <= bound:
                 streamed, bound = candidate, time
     return streamed
@@ -299,6 +321,6 @@ def gemm(a, b):
                                         build.block_n, slots)
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     module.launch(_KERNELS[a.dtype], grid, build.threads,
-                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream),
+                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream, planned.lanes),
                   shared_mem=build.smem)
     return c
