@@ -1,15 +1,17 @@
-"""attention/cuda_fa3's per-shape plan against the single configuration it ran before the table, on a GPU: every case
+"""attention/cuda_fa3's per-shape plan beside other configurations (--also; --single: the one it ran before the
+table), on a GPU: every case
 of a suite (the wide one by default) timed as the evaluator's bench stage times it (time_interleaved: the library
 and each configuration interleaved call by call, L2 flushed, launch shield, input rotation, EvalConfig's defaults),
 each output first checked against the library's. Prints one line per case, then per bucket (head dim x causal x S
 range, and the table's own buckets) the geometric mean of the speedups over cuDNN, min and max, per configuration.
 
-    python scripts/fa3_plan_sweep.py                                # the plan and the single configuration
+    python scripts/fa3_plan_sweep.py --single                       # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
 
---also D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma][:q2] times further configurations on the cases of head dim D
-(span: causal grids persistent too, each block a contiguous run of tiles; otma: O stored through shared memory by
-TMA; q2: two Q tiles, the next tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range.
+--also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2] times further configurations on the cases of head
+dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal grids persistent, each
+block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2: two Q tiles, the next
+tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range.
 Exits 1 if any output was wrong.
 """
 
@@ -30,16 +32,17 @@ SINGLE = (192, 2, True, False)
 LIBRARY = "library"
 
 
-FLAGS = ("nopersist", "span", "otma", "q2")
+FLAGS = ("nopersist", "span", "dyn", "otma", "q2")
 
 
-def parse_config(text: str) -> tuple[int, int, int, bool, bool, bool, int]:
+def parse_config(text: str) -> tuple[str, tuple]:
+    """(its name, (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles))."""
     parts = text.split(":")
     flags = parts[3:]
     if len(parts) < 3 or any(f not in FLAGS for f in flags) or len(set(flags)) != len(flags):
-        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :nopersist, :span, :otma and :q2")
-    return int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags, "otma" in flags, \
-        2 if "q2" in flags else 1
+        raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :{', :'.join(FLAGS)}")
+    return text, (int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags,
+                  "dyn" in flags, "otma" in flags, 2 if "q2" in flags else 1)
 
 
 def s_range(s: int) -> str:
@@ -55,7 +58,8 @@ def main() -> None:
     parser.add_argument("folder", type=Path, nargs="?", default=SEED, help="the seed or a variant of it")
     parser.add_argument("--suite", default="wide")
     parser.add_argument("--also", nargs="*", default=[],
-                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:otma][:q2]")
+                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2]")
+    parser.add_argument("--single", action="store_true", help="also the single configuration before the table")
     parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")
     parser.add_argument("--json", type=Path, help="write every case's speedups here")
@@ -74,12 +78,12 @@ def main() -> None:
     seed = load_entry(args.folder.resolve(), "attention").__globals__
     builds: dict = {}
 
-    def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, o_tma: bool = False,
-              q_buffers: int = 1):
+    def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, dynamic: bool = False,
+              o_tma: bool = False, q_buffers: int = 1):
         key = (d, block_n, consumers, o_tma, q_buffers)
         if key not in builds:
             builds[key] = seed["_Build"](*key)
-        planned = seed["Plan"](builds[key], persistent, span)
+        planned = seed["Plan"](builds[key], persistent, span, dynamic)
 
         def run(q, k, v, causal, scale):
             return seed["launch"](planned, q, k, v, torch.empty_like(q), causal, scale)
@@ -91,12 +95,10 @@ def main() -> None:
         p = case.params
         if (args.max_s is not None and p["S"] > args.max_s) or (args.min_s is not None and p["S"] < args.min_s):
             continue
-        configs = {"plan": seed["attention"], "single": fixed(p["D"], *SINGLE)}
-        for d, block_n, consumers, persistent, span, o_tma, q_buffers in extra:
-            if d == p["D"]:
-                name = f"{d}:{block_n}:{consumers}{'' if persistent else ':nopersist'}{':span' if span else ''}" \
-                    f"{':otma' if o_tma else ''}{':q2' if q_buffers == 2 else ''}"
-                configs[name] = fixed(d, block_n, consumers, persistent, span, o_tma, q_buffers)
+        configs = {"plan": seed["attention"]} | ({"single": fixed(p["D"], *SINGLE)} if args.single else {})
+        for name, config in extra:
+            if config[0] == p["D"]:
+                configs[name] = fixed(*config)
         sources = [task.make_inputs(case, 1000 + i, "cuda") for i in range(cfg.input_sets)]
         expected = task.library(*sources[0]).float()
         errors = {name: tasks.relative_error(fn(*sources[0]), expected) for name, fn in configs.items()}

@@ -1,9 +1,11 @@
 """gemm/cuda_wgmma's configurations side by side on the shapes where the per-shape choice matters: every tile build,
 K split (every tile cut) and split tail (only the last wave's tiles cut) the wrapper could take, timed against
-torch.matmul (cuBLAS) in one process, interleaved.
+torch.matmul (cuBLAS) in one process.
 
-Each time is the median of `--reps` calls, each preceded by an L2 flush and a GPU spin that hides the host's launch
-work (as the evaluator times), so the figures are the GPU's. Prints one line per shape and configuration (speedup
+A shape's configurations and cuBLAS are timed interleaved, call by call, by the evaluator's own timer
+(avo.evaluate.worker.timing.time_interleaved with EvalConfig's defaults: L2 flushed, the host's launch work hidden
+behind a GPU spin, inputs rotated), so the figures are the GPU's and clock drift weighs on all of them alike (timed
+one after another, the first configuration of a shape read up to 10% slow on the H200). Prints one line per shape and configuration (speedup
 over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the seed's own plan with
 the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the geometric mean of
 each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the last full wave and
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SEED = ROOT / "kernels" / "gemm" / "cuda_wgmma"
+LIBRARY = "cublas"
 VARIANTS = {  # name -> knob settings of the seed's kernel.py (bucketed entries as NAME@BUCKET)
     "few64x256s4": {"FEW_ROWS": 64, "BLOCK_N@few": 256, "STAGES@few": 4},
     "few64x128s6": {"FEW_ROWS": 64, "BLOCK_N@few": 128, "STAGES@few": 6},
@@ -130,24 +132,20 @@ def shapes(args) -> list[tuple[str, int, int, int]]:
             if c.params["M"] <= args.max_m]
 
 
-def timed(fn, reps: int, flush) -> float:
-    import torch
-
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(200_000)  # the host queues the call while the GPU spins
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def settings() -> dict[str, dict]:
+    """Every configuration's knob settings by name."""
+    found = {**PLANS, **VARIANTS, "tall": TALL}
+    found.update({stream_name(*forced): {"STREAM_LANES": forced[2]} for forced in STREAMS + FEW_STREAMS})
+    found.update({stream_name(*forced, prefix="talls"): {**TALL, "STREAM_LANES": forced[2]} for forced in TALL_STREAMS})
+    return found
 
 
 def main() -> None:
     import torch
+
+    from avo.config import EvalConfig
+    from avo.evaluate.worker.timing import Contender, InputRotation, time_interleaved
+    from avo.gpus import resolve
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--suite", default="wide")
@@ -158,54 +156,59 @@ def main() -> None:
     parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
     parser.add_argument("--stream", action="store_true", help="the plans, and stream-K forced per width and waves")
     parser.add_argument("--tall-max-m", type=int, default=1024, help="--stream: the tall tile up to these rows")
-    parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp())
-    own = PLANS if args.plans or args.stream else VARIANTS
-    entries = {name: variant(name, settings, root) for name, settings in own.items()}
-    if args.stream:
-        entries.update({stream_name(*forced): variant(stream_name(*forced), {"STREAM_LANES": forced[2]}, root)
-                        for forced in STREAMS + FEW_STREAMS})
-        entries["tall"] = variant("tall", TALL, root)
-        entries.update({stream_name(*forced, prefix="talls"): variant(stream_name(*forced, prefix="talls"),
-                                                                      {**TALL, "STREAM_LANES": forced[2]}, root)
-                        for forced in TALL_STREAMS})
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    root, known, cfg, gpu = Path(tempfile.mkdtemp()), settings(), EvalConfig(), resolve("auto", "cuda")
+    entries: dict = {}
+
+    def entry(label: str, name: str, work: str, parts):
+        """One loaded variant per configuration timed (forcing a plan rewrites the variant's wrapper)."""
+        if label not in entries:
+            gemm = variant(label.replace(":", "-"), known[name], root)
+            entries[label] = forced_stream(gemm, *parts) if work == "stream" else \
+                forced(gemm, work, parts) if work != "own" else gemm
+        return entries[label]
+
     rows = []
     for case, m, n, k in shapes(args):
-        a = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
-        b = torch.randn((k, n), device="cuda", dtype=torch.bfloat16)
-        expected = torch.matmul(a, b)
+        configs = {(name if work in ("own", "stream") else f"{name}:{work}{parts}"): (name, work, parts)
+                   for name, work, parts in options(args, m)}
+        gemms = {label: entry(label, *config) for label, config in configs.items()}
+        sources = [(torch.randn((m, k), device="cuda", dtype=torch.bfloat16),
+                    torch.randn((k, n), device="cuda", dtype=torch.bfloat16)) for _ in range(cfg.input_sets)]
+        expected = torch.matmul(*sources[0]).float()
+        errors = {label: ((gemm(*sources[0]).float() - expected).norm() / expected.norm()).item()
+                  for label, gemm in gemms.items()}
+        rotation = InputRotation(sources, seed=7)
+        # Every configuration and cuBLAS interleaved call by call, as the evaluator times (L2 flushed, the launch
+        # hidden behind a GPU spin, each round's ratio to cuBLAS), so clock drift weighs on all of them alike.
+        contenders = [Contender(LIBRARY, rotation, lambda x: torch.matmul(*x))]
+        contenders += [Contender(label, rotation, lambda x, g=gemm: g(*x)) for label, gemm in gemms.items()]
+        measured = time_interleaved(contenders, device="cuda", l2_bytes=gpu.l2_mb << 20, warmup_ms=cfg.warmup_ms,
+                                    rep_ms=cfg.rep_ms, warmup_calls=cfg.warmup_calls, shield_us=cfg.launch_shield_us,
+                                    min_rounds=cfg.min_rounds, target_error=cfg.target_error, paired_with=LIBRARY)
+        library = measured[LIBRARY].ms
         best = None
-        for name, work, parts in options(args, m):
-            gemm = entries[name]
-            if work == "stream":
-                forced_stream(gemm, *parts)
-            elif work != "own":
-                forced(gemm, work, parts)
-            out = gemm(a, b)
-            err = ((out.float() - expected.float()).norm() / expected.float().norm()).item()
-            library = timed(lambda: torch.matmul(a, b), args.reps, flush)
-            ours = timed(lambda: gemm(a, b), args.reps, flush)
-            again = timed(lambda: torch.matmul(a, b), args.reps, flush)
-            library = (library + again) / 2  # cuBLAS before and after, against drift
-            speedup = library / ours
-            plan = gemm.__globals__["_PLANS"][m, n, k, gemm.__globals__["_sm_count"](a.device)]
-            row = {"case": case, "config": name, "work": work, "block_n": plan.build.block_n,
-                   "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits, "stream": plan.stream,
-                   "lanes": plan.lanes, "ms": ours,
-                   "library_ms": library, "speedup": speedup, "rel_err": err}
+        for label, gemm in gemms.items():
+            name, work, parts = configs[label]
+            ours = measured[label].ms
+            plan = gemm.__globals__["_PLANS"][m, n, k, gemm.__globals__["_sm_count"]("cuda")]
+            row = {"case": case, "config": label, "work": work, "block_n": plan.build.block_n,
+                   "block_m": plan.build.block_m, "tiles": plan.tiles, "whole": plan.whole, "splits": plan.splits,
+                   "stream": plan.stream, "lanes": plan.lanes, "ms": ours, "library_ms": library,
+                   "speedup": library / ours, "rel_err": errors[label]}
             rows.append(row)
-            print(f"{case:20s} {name:16s} {plan.build.block_n:3d} wide, {plan.whole:5d} of {plan.tiles:5d} tiles "
-                  f"whole, others in {plan.splits}"
+            print(f"{case:20s} {label:16s} {plan.build.block_m}x{plan.build.block_n}, {plan.whole:5d} of "
+                  f"{plan.tiles:5d} tiles whole, others in {plan.splits}"
                   f"{f' over {plan.stream} blocks, {plan.lanes} a run' if plan.stream else ''}: "
-                  f"{speedup:6.3f}x  ({ours * 1e3:7.1f} us, cublas "
-                  f"{library * 1e3:7.1f} us, err {err:.1e})", flush=True)
-            if best is None or speedup > best["speedup"]:
+                  f"{row['speedup']:6.3f}x  ({ours * 1e3:7.1f} us, cublas {library * 1e3:7.1f} us, "
+                  f"err {errors[label]:.1e})", flush=True)
+            if best is None or row["speedup"] > best["speedup"]:
                 best = row
-        print(f"BEST {case:20s} {best['config']} {best['block_n']} wide, {best['whole']} whole, splits "
-              f"{best['splits']}: {best['speedup']:.3f}x", flush=True)
+        print(f"BEST {case:20s} {best['config']} {best['block_m']}x{best['block_n']}, {best['whole']} whole, "
+              f"splits {best['splits']}: {best['speedup']:.3f}x", flush=True)
+        del sources, rotation, contenders
+        torch.cuda.empty_cache()
     for name in dict.fromkeys(row["config"] for row in rows if args.plans or args.stream):
         ratios = [row["speedup"] for row in rows if row["config"] == name]
         print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "

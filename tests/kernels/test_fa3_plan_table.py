@@ -130,10 +130,10 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
 
 
-def test_launch_sizes_the_grid_and_passes_span_as_each_plan_says(monkeypatch):
+def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch):
     """The wrapper's side of the persistent grids, on CPU tensors with the launch recorded: a persistent causal plan
-    gets one block per SM and span = 1; a causal plan without it one block per tile and span = 0; non-causal grids
-    follow PERSISTENT alone."""
+    gets one block per SM and walks runs (SPAN, 1); a dynamic one one block per SM drawing tiles (DYNAMIC, 2) from the
+    counter; a causal plan with neither one block per tile (0); non-causal grids follow PERSISTENT alone."""
     import torch
 
     module = seed_module()
@@ -142,13 +142,15 @@ def test_launch_sizes_the_grid_and_passes_span_as_each_plan_says(monkeypatch):
     monkeypatch.setitem(module, "_sm_count", lambda device: 132)
     build = module["_Build"](64, 128, 2)
     monkeypatch.setattr(build.modules["bf16"], "launch", lambda name, grid, threads, args, shared_mem: launched.append(
-        (grid, args[-2:])))
+        (grid, args[-3:])))
+    monkeypatch.setitem(module, "_counter", lambda device: "counter")
     q = torch.zeros(8, 8, 512, 64, dtype=torch.bfloat16)
+    o = torch.empty_like(q)
     tiles = 8 * 8 * 512 // 128  # 256 tiles of 128 rows: more than the SMs
-    for persistent, causal_persistent, causal, expected in [
-            (True, True, True, (132, (1, 1))), (True, False, True, (tiles, (1, 0))),
-            (True, False, False, (132, (0, 0))), (False, True, False, (tiles, (0, 0)))]:
+    for persistent, causal_persistent, dynamic, causal, expected in [
+            (True, True, False, True, (132, (1, 1, o))), (True, False, False, True, (tiles, (1, 0, o))),
+            (True, False, False, False, (132, (0, 0, o))), (False, True, False, False, (tiles, (0, 0, o))),
+            (False, True, True, True, (132, (1, 2, "counter"))), (False, False, True, False, (tiles, (0, 0, o)))]:
         launched.clear()
-        module["launch"](module["Plan"](build, persistent, causal_persistent), q, q, q, torch.empty_like(q), causal,
-                         0.125)
-        assert launched == [expected], (persistent, causal_persistent, causal)
+        module["launch"](module["Plan"](build, persistent, causal_persistent, dynamic), q, q, q, o, causal, 0.125)
+        assert launched == [expected], (persistent, causal_persistent, dynamic, causal)

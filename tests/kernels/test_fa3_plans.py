@@ -1,6 +1,7 @@
 """attention/cuda_fa3's builds on a GPU: every build its per-shape table declares, and the three-consumer widths an
 entry may name, against torch's SDPA in float32 (D 64 and 128, causal and not, S 1 to 2048, GQA 8/2, bf16 and fp16,
-persistent grid and not, causal too), within the task's tolerance, and writing no row past S, O stored from the
+persistent grid and not, causal too, and causal tiles drawn from a counter, whose reset a later launch relies on),
+within the task's tolerance, and writing no row past S, O stored from the
 registers or through shared memory by TMA (O_TMA), with one Q tile or two (Q_BUFFERS: the next tile's Q loaded
 ahead, which a persistent grid's blocks reach).
 
@@ -30,7 +31,10 @@ EXTRA = {(64, 64, 3, False, 1), (64, 128, 3, False, 1), (64, 192, 2, False, 1), 
 with the shared BLOCK_N (the configuration D = 64 ran before the table), the short buckets' and D 64's builds with O
 through TMA, and the builds with two Q tiles."""
 LIMIT_S = 240
-ROWS_PER_BUILD = 2 * len(SEQLENS) * 4  # dtypes x S x (non-causal, causal) x (persistent grid or not)
+GRIDS = {"tiles": (False, False, False), "persistent": (True, True, False), "dynamic": (True, False, True)}
+"""Plan(build, persistent, causal_persistent, causal_dynamic) per grid: a block per tile; persistent (causal: runs
+of tiles); persistent, causal tiles drawn from the counter."""
+ROWS_PER_BUILD = 2 * len(SEQLENS) * 2 * len(GRIDS)  # dtypes x S x (non-causal, causal) x grids
 
 
 def seed_builds() -> list[tuple[int, int, int, bool, int]]:
@@ -59,6 +63,7 @@ def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tm
     assert len(rows) == ROWS_PER_BUILD, done.stdout[-2000:]
     bad = [r for r in rows if not (r["err"] <= r["tol"] and r["tail_untouched"])]
     assert not bad, f"{len(bad)} of {len(rows)} cases wrong: {bad[:6]}"
+    assert "counters at zero" in done.stdout, done.stdout[-500:]
 
 
 def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int) -> None:
@@ -81,19 +86,22 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int
                 with sdpa_kernel(SDPBackend.MATH):
                     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
                                                          scale=scale, enable_gqa=True)
-                for persistent in (False, True):  # causal and persistent: each block a contiguous run
+                for grid, flags in GRIDS.items():
                     # NaN everywhere, and a tail past the last head as long as a tile: a row the kernel never
                     # writes reads back as NaN (an infinite error), and a row past S of the last head lands in
                     # the tail.
                     size = B * HQ * s * d
                     buf = torch.full((size + build.block_m * d,), float("nan"), device="cuda", dtype=dtype)
                     o = buf[:size].view(B, HQ, s, d)
-                    module["launch"](module["Plan"](build, persistent, persistent), q, k, v, o, causal, scale)
+                    module["launch"](module["Plan"](build, *flags), q, k, v, o, causal, scale)
                     torch.cuda.synchronize()
                     name = str(dtype).removeprefix("torch.")
-                    print(json.dumps({"S": s, "causal": causal, "persistent": persistent, "dtype": name,
+                    print(json.dumps({"S": s, "causal": causal, "grid": grid, "dtype": name,
                                       "err": relative_error(o, ref), "tol": task.tolerance(name),
                                       "tail_untouched": bool(torch.isnan(buf[size:]).all())}), flush=True)
+    counters = [c.tolist() for c in module["_COUNTERS"].values()]
+    assert counters and all(c == [0, 0] for c in counters), counters  # each DYNAMIC launch's last block reset them
+    print("counters at zero")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@
 //     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid
 //     past the short sequences, whose blocks walk `span` runs).
 //     ORDER = 2 takes every head's heaviest block first and loses L2 reuse; ORDER = 0 is ascending;
+//   - causal and dynamic (kernel.py's CAUSAL_DYNAMIC): one block per SM, each taking its next tile from a counter in
+//     global memory (an atomic add), in ORDER 1's order, so the tiles go out heaviest first head by head as blocks
+//     free up, as the hardware would hand out one block per tile, but without a block's start per tile, and with the
+//     next tile's Q (Q_BUFFERS 2) and first K and V loaded under the current tile's end. The producer takes each
+//     tile and passes it to the consumers beside its Q; the last block to finish sets the counter back to zero for
+//     the next launch;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies;
 //   - O_TMA: each consumer writes its finished 64 rows of O to a staging buffer of its own in shared memory (TMA's
 //     128-byte swizzle: no bank conflicts) and one thread hands them to TMA, so the warps go on to the next tile
@@ -109,6 +115,7 @@ struct Smem {
     static constexpr int Q_BYTES = D * BLOCK_M * 2, KV_BYTES = D * BLOCK_N * 2, O_BYTES = 64 * D * 2;
     unsigned char *q, *k, *v, *o;
     unsigned long long *full_k, *full_v, *empty_k, *empty_v, *full_q, *empty_q;
+    int* tile;  // per Q buffer: the tile its Q belongs to (DYNAMIC), or -1 for "no more tiles"
     __device__ __forceinline__ explicit Smem(unsigned char* raw) {
         q = raw + ((1024 - (smem_u32(raw) & 1023)) & 1023);
         k = q + Q_BUFFERS * Q_BYTES;
@@ -120,6 +127,7 @@ struct Smem {
         empty_v = empty_k + STAGES;
         full_q = empty_v + STAGES;
         empty_q = full_q + Q_BUFFERS;
+        tile = reinterpret_cast<int*>(empty_q + Q_BUFFERS);
     }
 };
 
@@ -151,12 +159,14 @@ struct Tile {
     }
 };
 
-// The tiles a block walks: one (a block per tile), every gridDim.x-th (persistent), or with `span` a contiguous
-// run, block b taking tiles [b * tiles / gridDim.x, (b + 1) * tiles / gridDim.x).
+// How a block finds its tiles (kernel.py's `walk`): one (a block per tile) or every gridDim.x-th (persistent); a
+// contiguous run, block b taking tiles [b * tiles / gridDim.x, (b + 1) * tiles / gridDim.x); or its first tile
+// blockIdx.x and each next one from the counter.
+enum WalkMode { STRIDED = 0, SPAN = 1, DYNAMIC = 2 };
 struct Walk {
     int first, end, step;
-    __device__ __forceinline__ Walk(int tiles, bool span) {
-        if (span) {
+    __device__ __forceinline__ Walk(int tiles, int mode) {
+        if (mode == SPAN) {
             first = static_cast<int>(static_cast<long long>(blockIdx.x) * tiles / gridDim.x);
             end = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * tiles / gridDim.x);
             step = 1;
@@ -166,21 +176,39 @@ struct Walk {
     }
 };
 
-// The producer (one thread): per tile, Q once the consumers are done with the last one, then K and V of every block
-// into the ring, as far ahead as the ring's free slots allow.
+// The producer's next tile with DYNAMIC: gridDim.x first tiles were handed out by blockIdx.x, the counter numbers the
+// rest. A block that draws past the last tile counts itself done; the last one done sets both counters back to zero
+// (every block has drawn its last by then), so the next launch starts from zero.
+__device__ __forceinline__ int next_dynamic(int* counter, int tiles) {
+    const int tile = gridDim.x + atomicAdd(counter, 1);
+    if (tile >= tiles) {
+        __threadfence();
+        if (atomicAdd(counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+            counter[0] = 0;
+            counter[1] = 0;
+        }
+    }
+    return tile;
+}
+
+// The producer (one thread): per tile, Q once the consumers are done with that Q buffer's last tile (with DYNAMIC the
+// tile's number beside it), then K and V of every block into the ring, as far ahead as the ring's free slots allow.
+// With DYNAMIC a tile number of -1 after the last tile tells the consumers to stop.
 template <int D>
 __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_q, const TensorMap* map_k,
                                         const TensorMap* map_v, int S, int Hq, int group, int heads, bool causal,
-                                        bool span) {
-    const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
-    const Walk walk(num_m * heads, span);
+                                        int mode, int* counter) {
+    const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+    const Walk walk(tiles, mode);
     Ring ring;
     QRing qs;
-    for (int tile = walk.first; tile < walk.end; tile += walk.step) {
+    for (int tile = walk.first; tile < walk.end;
+         tile = mode == DYNAMIC ? next_dynamic(counter, tiles) : tile + walk.step) {
         const Tile w(tile, num_m, heads, S, causal);
         const int bkv = (w.bh / Hq) * (Hq / group) + (w.bh % Hq) / group;  // the query head's kv head
         unsigned char* q = sm.q + qs.stage * Smem<D>::Q_BYTES;
         mbar_wait(&sm.empty_q[qs.stage], qs.phase ^ 1);
+        sm.tile[qs.stage] = tile;  // published by the arrive below (release), read after the consumers' wait
         mbar_arrive_expect_tx(&sm.full_q[qs.stage], Smem<D>::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / 64; ++b)
@@ -200,6 +228,11 @@ __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_
                 tma_load_3d(sm.v + offset + b * KV_BOX, map_v, &sm.full_v[st], b * 64, j * BLOCK_N, bkv);
             ring.advance();
         }
+    }
+    if (mode == DYNAMIC) {
+        mbar_wait(&sm.empty_q[qs.stage], qs.phase ^ 1);
+        sm.tile[qs.stage] = -1;
+        mbar_arrive(&sm.full_q[qs.stage]);
     }
 }
 
@@ -365,7 +398,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
 template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
                                                const TensorMap* map_o, unsigned short* O, int S, int Hq, int group,
-                                               int heads, float scale, bool causal, bool span) {
+                                               int heads, float scale, bool causal, int mode, int* counter) {
     static_assert(CONSUMERS == 2 || D == 64, "three consumer warpgroups fit the register file at head dim 64 only");
     extern __shared__ unsigned char smem_raw[];
     const Smem<D> sm(smem_raw);
@@ -390,15 +423,23 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             tma_prefetch_map(map_q);
             tma_prefetch_map(map_k);
             tma_prefetch_map(map_v);
-            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal, span);
+            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal, mode, counter);
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
         const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
-        const Walk walk(num_m * heads, span);
+        const Walk walk(num_m * heads, mode);
         Ring ring;
         QRing qs;
-        for (int tile = walk.first; tile < walk.end; tile += walk.step) {
+        for (int i = 0;; ++i) {
+            int tile = walk.first + i * walk.step;
+            if (mode == DYNAMIC) {
+                mbar_wait(&sm.full_q[qs.stage], qs.phase);
+                tile = sm.tile[qs.stage];
+                if (tile < 0) break;
+            } else if (tile >= walk.end) {
+                break;
+            }
             consume_tile<FP16, D>(sm, ring, qs, Tile(tile, num_m, heads, S, causal), O, map_o, S, scale, causal);
             qs.advance();
         }
@@ -410,9 +451,9 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                     \
     NAME(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,                       \
          const __grid_constant__ TensorMap map_v, const __grid_constant__ TensorMap map_o, unsigned short* O,    \
-         int S, int Hq, int group, int heads, float scale, int causal, int span) {                               \
+         int S, int Hq, int group, int heads, float scale, int causal, int walk, int* counter) {                 \
         attention_body<FP16, D>(&map_q, &map_k, &map_v, &map_o, O, S, Hq, group, heads, scale, causal != 0,      \
-                                span != 0);                                                                      \
+                                walk, counter);                                                                  \
     }
 
 // kernel.py builds one of these per module (KERNEL_FP16 and KERNEL_D), so the four compile in parallel; a build

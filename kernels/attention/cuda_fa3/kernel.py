@@ -39,6 +39,10 @@ BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consum
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
 
 CAUSAL_PERSISTENT = False  # causal grids: one block per tile (the hardware balances the unequal tiles)
+# Causal grids persistent and dynamic (attention.cu's DYNAMIC walk): one block per SM, each taking its next tile from
+# an atomic counter, heaviest first head by head, as the hardware hands out blocks, but with no block start per tile
+# and the next tile's Q and K loaded under this one's end. Takes precedence over CAUSAL_PERSISTENT's runs.
+CAUSAL_DYNAMIC = False  # avo: tune False True
 
 # The other buckets' entries, each tuned from its own cases of the wide suite (bucket() below says which those are)
 # with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
@@ -113,12 +117,13 @@ class _Build:
 
 
 class Plan(NamedTuple):
-    """What one bucket's shapes run: a build, whether a non-causal grid is persistent, and whether a causal one is
-    (each block then walks a contiguous run of tiles: attention.cu's `span`)."""
+    """What one bucket's shapes run: a build, whether a non-causal grid is persistent, and whether a causal one is,
+    each block walking a contiguous run of tiles (attention.cu's SPAN) or drawing them from a counter (DYNAMIC)."""
 
     build: _Build
     persistent: bool
     causal_persistent: bool = False
+    causal_dynamic: bool = False
 
 
 def _plans() -> dict[str, Plan]:
@@ -133,12 +138,24 @@ def _plans() -> dict[str, Plan]:
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
-                           entry.get("CAUSAL_PERSISTENT", CAUSAL_PERSISTENT))
+                           entry.get("CAUSAL_PERSISTENT", CAUSAL_PERSISTENT),
+                           entry.get("CAUSAL_DYNAMIC", CAUSAL_DYNAMIC))
     return plans
 
 
 PLANS = _plans()
 _SMS: dict = {}
+_COUNTERS: dict = {}
+STRIDED, SPAN, DYNAMIC = 0, 1, 2  # attention.cu's WalkMode
+
+
+def _counter(device):
+    """The DYNAMIC walk's tile counter and count of finished blocks, zero between launches (the last block resets
+    them): one pair per device and stream, since launches on two streams at once would draw each other's tiles."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream)
+    if key not in _COUNTERS:
+        _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _COUNTERS[key]
 
 
 def _sm_count(device) -> int:
@@ -183,12 +200,16 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     map_o = tensor_map(o.view(B * Hq, S, D), box=(1, 64, 64)) if build.o_tma else map_v  # unread without O_TMA
     # Tiles of BLOCK_M query rows of one head. Causal tiles differ in length, and the hardware hands blocks to SMs
     # as they free up, which balances them better than a strided split; equal non-causal tiles gain from a
-    # persistent grid, and short causal ones may from a persistent grid of contiguous runs (span).
+    # persistent grid, and causal ones may from a persistent grid of contiguous runs (SPAN) or of tiles drawn from a
+    # counter as blocks free up (DYNAMIC).
     tiles = -(-S // build.block_m) * B * Hq
-    persistent = planned.causal_persistent if causal else planned.persistent
+    dynamic = bool(causal) and planned.causal_dynamic
+    persistent = dynamic or (planned.causal_persistent if causal else planned.persistent)
     grid = min(tiles, _sm_count(q.device)) if persistent else tiles
+    walk = DYNAMIC if dynamic else SPAN if causal and persistent else STRIDED
+    counter = _counter(q.device) if dynamic else o  # unread unless DYNAMIC
     dtype = _DTYPES[q.dtype]
     build.modules[dtype].launch(f"attention_{dtype}_d{D}", grid, build.threads,
                                 (map_q, map_k, map_v, map_o, o, S, Hq, Hq // Hkv, B * Hq, float(sm_scale) * LOG2E,
-                                 int(bool(causal)), int(bool(causal and persistent))), shared_mem=build.smem)
+                                 int(bool(causal)), walk, counter), shared_mem=build.smem)
     return o
