@@ -5,14 +5,15 @@ torch.matmul (cuBLAS) in one process.
 A shape's configurations and cuBLAS are timed interleaved, call by call, by the evaluator's own timer
 (avo.evaluate.worker.timing.time_interleaved with EvalConfig's defaults: L2 flushed, the host's launch work hidden
 behind a GPU spin, inputs rotated), so the figures are the GPU's and clock drift weighs on all of them alike (timed
-one after another, the first configuration of a shape read up to 10% slow on the H200). Prints one line per shape and configuration (speedup
-over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the seed's own plan with
-the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the geometric mean of
-each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the last full wave and
-past the last two, with up to 1, 4 or 8 tiles of a tile column dealt to blocks sharing a run (`stream256w1l8`:
-256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or all of them
-(`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its own plan
-and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to `--tall-max-m` rows.
+one after another, the first configuration of a shape read up to 10% slow on the H200). Prints one line per shape and
+configuration (speedup over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the
+seed's own plan with the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the
+geometric mean of each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the
+last full wave and past the last two, with up to 1, 4 or 8 tiles of a tile column dealt to blocks sharing a run
+(`stream256w1l8`: 256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or
+all of them (`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its
+own plan and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to `--tall-
+max-m` rows.
 
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
     python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
