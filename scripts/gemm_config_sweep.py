@@ -12,8 +12,8 @@ geometric mean of each. `--stream` times, beside those, stream-K forced at each 
 last full wave and past the last two, with up to 1, 4 or 8 tiles of a tile column dealt to blocks sharing a run
 (`stream256w1l8`: 256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or
 all of them (`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its
-own plan and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to `--tall-
-max-m` rows.
+own plan and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to
+`--tall-max-m` rows.
 
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
     python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
