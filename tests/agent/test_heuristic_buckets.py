@@ -242,9 +242,16 @@ def test_a_shared_knob_must_fit_beside_every_timed_entry():
     search = Search(knobs=knobs, shape=shape, incumbent=seed, buckets=["d128", "d128_short", "d64", "d64_short"])
     offered = [m.point for m in search._singles() + search._pairs()]
     assert offered and not [p for p in offered if p["STAGES"] == 3 and p["BLOCK_N"] == 192]
-    narrower = Search(knobs=knobs, shape=shape, incumbent=dict(seed, BLOCK_N=128), buckets=search.buckets)
-    assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if seed[k] != v and k != "BLOCK_N"}
-                             for m in narrower._singles()]  # beside 128-wide shared tiles it fits, and is offered
+    # Beside 128-wide shared tiles it fits, and is offered, once no short entry stages O for a TMA store (O's
+    # staging and a second Q tile take shared memory as K/V stages do: 256 KB at D = 128 with O_TMA; the model reads
+    # every entry at D = 128, so it errs toward refusing a D 64 entry's point, never toward a crash).
+    plain = dict(seed, BLOCK_N=128, **{"O_TMA@d128_short": False, "O_TMA@d64_short": False})
+    narrower = Search(knobs=knobs, shape=shape, incumbent=plain, buckets=search.buckets)
+    assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if plain[k] != v} for m in narrower._singles()]
+    staged = Search(knobs=knobs, shape=shape, incumbent=dict(plain, **{"O_TMA@d128_short": True}),
+                    buckets=search.buckets)
+    assert {"STAGES": 3} not in [{k: v for k, v in m.point.items() if staged.incumbent[k] != v}
+                                 for m in staged._singles()]
     # The seed's own refusal says how much it needed: that calibrates the model as the compiler's count does.
     message = ("case b1_h32-8_s4096_d128_causal raised: ValueError: BLOCK_N=192, STAGES=3 with 2 consumer "
                "warpgroups need 329728 bytes of shared memory at D=128: over 232448")

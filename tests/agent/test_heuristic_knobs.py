@@ -186,3 +186,35 @@ def test_the_fa3_attention_seed_is_read_as_warp_specialized():
         assert guess.gain < 0 and words in guess.reason, (change, guess)
     on = estimate(shape, dict(point, OVERLAP=False), point, None)
     assert on.gain > 0 and "softmax runs while" in on.reason
+
+
+def test_the_fa3_seeds_short_sequence_knobs_say_what_they_trade():
+    """Q_BUFFERS, O_TMA and CAUSAL_DYNAMIC are read for what they are: a second Q tile and O's staging take shared
+    memory as a K/V stage does (neither fits beside the shared 192-wide tiles), and each move's reason names its
+    effect rather than a generic one; STREAM_LANES in the GEMM seed says what one lane per run costs."""
+    from avo.agent.heuristic.rules import fixed_roles
+    from avo.agent.heuristic.speed import estimate
+
+    text = (KERNELS / "attention/cuda_fa3/kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="attention", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    point = point_of(knobs)
+    assert (shape.roles["q_buffers"], shape.roles["o_store"]) == ("Q_BUFFERS", "O_TMA")
+    base = smem_bytes(shape, point)
+    for change in ({"Q_BUFFERS": 2}, {"O_TMA": True}):
+        assert smem_bytes(shape, dict(point, **change)) == base + 128 * 128 * 2, change
+        assert "shared memory" in infeasible(shape, dict(point, **change)), change
+        narrow = dict(point, BLOCK_N=128, **change)
+        assert infeasible(shape, narrow) is None, change
+    narrow = dict(point, BLOCK_N=128)
+    for change, words in (({"Q_BUFFERS": 2}, "next tile's Q loads"), ({"O_TMA": True}, "whole 128-byte rows"),
+                          ({"CAUSAL_DYNAMIC": True}, "drawn from a counter")):
+        guess = estimate(shape, narrow, dict(narrow, **change), None)
+        assert guess.gain > 0 and words in guess.reason, (change, guess)
+    text = (KERNELS / "gemm/cuda_wgmma/kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    point = point_of(knobs)
+    assert shape.roles["lanes"] == "STREAM_LANES" and point["STREAM_LANES"] == 8
+    guess = estimate(shape, point, dict(point, STREAM_LANES=1), None)
+    assert guess.gain < 0 and "B at different K offsets" in guess.reason

@@ -23,6 +23,9 @@ _ROLE_PATTERNS = {
     "epilogue_split": r"epilogue_(split|subtiles?)",
     "cluster": r"cluster(_size)?(_m|_n)?",
     "order": r"(tile_)?order|schedule",
+    "q_buffers": r"q_(buffers|stages)",
+    "o_store": r"o_tma",
+    "lanes": r"stream_lanes",
 }
 _CONSTANT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.M)
 
@@ -109,6 +112,12 @@ class Shape:
         return int(value)
 
 
+def role_on(shape: Shape, point: Point, role: str) -> bool:
+    """Whether the flag knob playing `role` (the bucket's own entry where the shape reads one) is on."""
+    name = shape.roles.get(role)
+    return bool(name and point.get(name) is True)
+
+
 def _flag_on(point: Point, part: str) -> bool:
     return any(isinstance(v, bool) and v and part in k.lower() for k, v in point.items())
 
@@ -140,8 +149,10 @@ def smem_bytes(shape: Shape, point: Point) -> int:
     bm, bn, bk, _, stages = tile(shape, point)
     d = shape.get(point, "head_dim", shape.head_dim)
     if shape.kind == "attention" and "consumers" in shape.fixed:
-        # Warp-specialized (a producer fills a ring of K and V tiles on barriers): every stage is resident.
-        elements = bm * d + 2 * bn * d * stages
+        # Warp-specialized (a producer fills a ring of K and V tiles on barriers): every stage is resident, as are
+        # the Q tiles (a second one lets the next tile's Q load early) and O's staging for a TMA store.
+        q_tiles = shape.get(point, "q_buffers", 1) + (1 if role_on(shape, point, "o_store") else 0)
+        elements = bm * d * q_tiles + 2 * bn * d * stages
     elif shape.kind == "attention":
         # Q stays resident; K and V blocks are multi-buffered (the last stage overlaps the consumer).
         elements = bm * d + 2 * bn * d * max(stages - 1, 1)
