@@ -239,13 +239,15 @@ def test_a_shared_knob_must_fit_beside_every_timed_entry():
     seed = point_of(knobs)
     assert (seed["BLOCK_N"], seed["STAGES"], seed["BLOCK_N@d64"]) == (192, 2, 128)
     shape = Shape(kind="attention", roles=roles(knobs), smem_limit=227 * 1024, fixed=fixed_roles(text, knobs))
-    search = Search(knobs=knobs, shape=shape, incumbent=seed, buckets=["d128", "d128_short", "d64", "d64_short"])
+    search = Search(knobs=knobs, shape=shape, incumbent=seed,
+                    buckets=["d128", "d128_short", "d128_mid", "d64", "d64_short"])
     offered = [m.point for m in search._singles() + search._pairs()]
     assert offered and not [p for p in offered if p["STAGES"] == 3 and p["BLOCK_N"] == 192]
-    # Beside 128-wide shared tiles it fits, and is offered, once no short entry stages O for a TMA store (O's
-    # staging and a second Q tile take shared memory as K/V stages do: 256 KB at D = 128 with O_TMA; the model reads
-    # every entry at D = 128, so it errs toward refusing a D 64 entry's point, never toward a crash).
-    plain = dict(seed, BLOCK_N=128, **{"O_TMA@d128_short": False, "O_TMA@d64_short": False})
+    # Beside 128-wide shared tiles it fits, and is offered, once no entry stages O for a TMA store or keeps a second
+    # Q tile (each takes shared memory as a K/V stage does: 256 KB at D = 128 with either; the model reads every
+    # entry at D = 128, so it errs toward refusing a D 64 entry's point, never toward a crash).
+    plain = dict(seed, BLOCK_N=128, **{f"{knob}@{entry}": value for entry in ("d128_short", "d128_mid", "d64_short")
+                                       for knob, value in (("O_TMA", False), ("Q_BUFFERS", 1))})
     narrower = Search(knobs=knobs, shape=shape, incumbent=plain, buckets=search.buckets)
     assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if plain[k] != v} for m in narrower._singles()]
     staged = Search(knobs=knobs, shape=shape, incumbent=dict(plain, **{"O_TMA@d128_short": True}),

@@ -34,11 +34,17 @@ def planned(module, case):
     return module["plan"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"])
 
 
-def test_every_bench_case_runs_the_configuration_it_ran_before_the_table():
+def test_every_bench_case_past_mid_s_runs_the_configuration_it_ran_before_the_table():
+    """From S = 8192 the bench suite's cases run the build they ran before the table; its S = 4096 cases take the
+    d128_mid entry (128-wide blocks, O through TMA, two Q tiles), measured faster there."""
     module = seed_module()
     for case in load("attention").cases("bench"):
         plan = planned(module, case)
         build = plan.build
+        if case.params["S"] <= module["MID_S"]:
+            assert plan is module["PLANS"]["d128_mid"] and (build.block_n, build.o_tma, build.q_buffers) == \
+                (128, True, 2), case.name
+            continue
         assert (build.d, build.block_n, build.consumers, build.block_m, build.threads) == (128, 192, 2, 128, 384)
         assert plan.persistent is True and build.smem == BEFORE_SMEM, case.name
         for dtype, fp16 in (("bf16", 0), ("fp16", 1)):
@@ -53,8 +59,8 @@ def _entry(module, name: str) -> tuple[int, int, bool, bool]:
             entry.get("PERSISTENT", module["PERSISTENT"]), entry.get("CAUSAL_PERSISTENT", module["CAUSAL_PERSISTENT"]))
 
 
-MEASURED = {"d128": (192, 2, True, False), "d128_short": (128, 2, True, True), "d64": (128, 3, True, False),
-            "d64_short": (128, 2, True, True)}
+MEASURED = {"d128": (192, 2, True, False), "d128_short": (128, 2, True, True), "d128_mid": (128, 2, True, False),
+            "d64": (128, 3, True, False), "d64_short": (128, 2, True, True)}
 """What each bucket runs, as the wide suite's sweep on the H200 chose it (kernel.py's table, BENCHMARKS.md)."""
 
 
@@ -70,7 +76,7 @@ def test_wide_cases_take_their_buckets_entries():
         assert (build.block_n, build.consumers, plan.persistent, plan.causal_persistent) == _entry(module, name) \
             == MEASURED[name], case.name
         assert (build.block_m, build.threads) == (64 * build.consumers, 128 * (build.consumers + 1)), case.name
-    assert seen == {"d64", "d64_short", "d128", "d128_short"}
+    assert seen == {"d64", "d64_short", "d128", "d128_short", "d128_mid"}
 
 
 def test_avo_reads_the_bucket_rule_as_python_runs_it():
@@ -110,8 +116,11 @@ def test_each_entrys_knobs_reach_its_own_build_only(tmp_path):
 
 def test_buckets_with_the_same_configuration_share_one_build(tmp_path):
     plans = seed_module()["PLANS"]
-    assert len({id(p.build) for p in plans.values()}) == 4  # every bucket its own measured build
-    same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2, "O_TMA@d64": True}))["PLANS"]
+    # d128_short and d128_mid differ only in their causal grid, a launch's choice: one build serves both.
+    assert plans["d128_short"].build is plans["d128_mid"].build
+    assert len({id(p.build) for p in plans.values()}) == 4
+    same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2, "O_TMA@d64": True,
+                                            "Q_BUFFERS@d64": 2}))["PLANS"]
     assert same["d64"].build is same["d64_short"].build and len({id(p.build) for p in same.values()}) == 3
 
 
@@ -121,10 +130,10 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
     folder = variant(tmp_path, **{"BLOCK_N@d128_short": 64, "BLOCK_N@d64": 96, "WARPGROUPS@d64": 3,
                                   "BLOCK_N@d64_short": 128, "WARPGROUPS@d64_short": 3})
     assert {(b.block_n, b.consumers) for b in (p.build for p in seed_module(folder)["PLANS"].values())} == \
-        {(192, 2), (64, 2), (96, 3), (128, 3)}
+        {(192, 2), (64, 2), (128, 2), (96, 3), (128, 3)}
     check = compile_check(folder, "sm_90a")
     assert check.ok, check.log
-    assert len(declared_builds(folder)) == len(check.resources) == 8
+    assert len(declared_builds(folder)) == len(check.resources) == 10
     for name, facts in check.resources.items():
         assert 0 < facts["registers"] <= 255, name
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"

@@ -17,8 +17,8 @@ import torch
 from avo.cuda import load_module, tensor_map
 
 # The shared configuration: every knob below serves every bucket that has no entry of its own for it, and BLOCK_N,
-# PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past SHORT_S: the bench suite's shapes,
-# 1.03-1.06x cuDNN there, measured as BENCHMARKS.md says).
+# PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past MID_S: the bench suite's shapes from
+# S = 8192, 1.03-1.06x cuDNN there, measured as BENCHMARKS.md says).
 BLOCK_N = 192  # avo: tune 64 96 128 160 176 192
 STAGES = 2  # avo: tune 2 3
 PINGPONG = True  # avo: tune False True
@@ -26,13 +26,16 @@ OVERLAP = True  # avo: tune False True
 ORDER = 1  # avo: tune 0 1 2
 PERSISTENT = True  # avo: tune False True
 # O through shared memory and a TMA store (attention.cu's O_TMA): 64 x D x 2 bytes of staging per consumer, which
-# the d128 entry's 192-wide blocks leave no room for (226 KB of 227 without it). It pays at short sequences, where a
-# tile is a few K/V blocks long and its store weighs: d128_short 0.826 -> 0.944 and d64_short 0.886 -> 0.905 in one
-# sweep; at D = 64 past SHORT_S it lost slightly (1.081 -> 1.063 at S 2048-4096), so d64 keeps the register store.
+# the d128 entry's 192-wide blocks leave no room for (226 KB of 227 without it). It pays where a tile is a few K/V
+# blocks long and its store weighs: d128_short 0.826 -> 0.944 and d64_short 0.886 -> 0.905 in one sweep, and with
+# 128-wide blocks at D = 128 up to S = 4096 (d128_mid); at D = 64 past SHORT_S it lost slightly (1.081 -> 1.063 at S
+# 2048-4096), so d64 keeps the register store.
 O_TMA = False  # avo: tune False True
 # Two Q tiles in shared memory (attention.cu's Q_BUFFERS): a persistent block's producer loads the next tile's Q as
 # soon as it has issued this tile's K and V, so the next tile's first Q Kᵀ does not wait for it. One more Q tile of
-# shared memory (BLOCK_M x D x 2 bytes), which the d128 entry's 192-wide blocks leave no room for.
+# shared memory (BLOCK_M x D x 2 bytes), which the d128 entry's 192-wide blocks leave no room for. On the H200
+# (BENCHMARKS.md) it lifted d64_short 0.916 -> 0.947 (non-causal) and 0.903 -> 0.929 (causal), d128_short causal
+# 0.907 -> 0.930, and cost D = 64's three consumers 3% (1.073 -> 1.038), so d64 keeps one.
 Q_BUFFERS = 1  # avo: tune 1 2
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
@@ -48,6 +51,7 @@ CAUSAL_DYNAMIC = False  # avo: tune False True
 # with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
 # configuration):
 SHORT_S = 1024
+MID_S = 4096
 TABLE = {
     # D = 128, S <= SHORT_S: a 128-wide K/V block fits S = 512 and 1024 in whole blocks (192 pads the last block of a
     # row by 12%) and ends a causal tile's diagonal on a block edge: 0.811 against 0.759; a persistent causal grid
@@ -58,7 +62,17 @@ TABLE = {
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d128_short
         O_TMA=True,  # avo: tune False True bucket=d128_short
-        Q_BUFFERS=1,  # avo: tune 1 2 bucket=d128_short
+        Q_BUFFERS=2,  # avo: tune 1 2 bucket=d128_short
+    ),
+    # D = 128, SHORT_S < S <= MID_S: 128-wide K/V blocks with O through TMA and two Q tiles, which the 192-wide
+    # blocks leave no shared memory for: non-causal 0.959 -> 1.004, causal (one block per tile) 0.940 -> 0.991, and
+    # at S = 4096 1.007 against 0.976 (BENCHMARKS.md). Runs of tiles (CAUSAL_PERSISTENT) lose here: 0.868.
+    "d128_mid": dict(
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_mid
+        PERSISTENT=True,  # avo: tune False True bucket=d128_mid
+        CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d128_mid
+        O_TMA=True,  # avo: tune False True bucket=d128_mid
+        Q_BUFFERS=2,  # avo: tune 1 2 bucket=d128_mid
     ),
     # D = 64: WARPGROUPS 3 gives three consumer warpgroups (192-row tiles), as FlashAttention-3 takes at D = 64: O is
     # half the size, so each of the three fits in 160 registers; 128 is the widest K/V block they hold without spills
@@ -80,16 +94,17 @@ TABLE = {
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
         O_TMA=True,  # avo: tune False True bucket=d64_short
-        Q_BUFFERS=1,  # avo: tune 1 2 bucket=d64_short
+        Q_BUFFERS=2,  # avo: tune 1 2 bucket=d64_short
     ),
 }
 
 
 def bucket(B, Hq, Hkv, S, D, causal):
-    """The entry a shape takes: by head dim, and short sequences apart (avo's heuristic reads this rule too)."""
+    """The entry a shape takes: by head dim, and short and middle sequences apart (avo's heuristic reads this rule
+    too)."""
     if D == 64:
         return "d64_short" if S <= SHORT_S else "d64"
-    return "d128_short" if S <= SHORT_S else "d128"
+    return "d128_short" if S <= SHORT_S else "d128_mid" if S <= MID_S else "d128"
 
 
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -131,7 +146,7 @@ def _plans() -> dict[str, Plan]:
     and in parallel."""
     builds: dict[tuple, _Build] = {}
     plans = {}
-    for name, d in (("d128", 128), ("d128_short", 128), ("d64", 64), ("d64_short", 64)):
+    for name, d in (("d128", 128), ("d128_short", 128), ("d128_mid", 128), ("d64", 64), ("d64_short", 64)):
         entry = TABLE.get(name, {})
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
                entry.get("Q_BUFFERS", Q_BUFFERS))
