@@ -38,6 +38,7 @@ LIBRARY = "cublas"
 VARIANTS = {  # name -> knob settings of the seed's kernel.py (bucketed entries as NAME@BUCKET)
     "few64x256s4": {"FEW_ROWS": 64, "BLOCK_N@few": 256, "STAGES@few": 4},
     "few64x128s6": {"FEW_ROWS": 64, "BLOCK_N@few": 128, "STAGES@few": 6},
+    "few64x64s8": {"FEW_ROWS": 64, "BLOCK_N@few": 64, "STAGES@few": 8},
     "large128x256s3": {"FIT_WIDTHS": False, "BLOCK_N": 256, "STAGES": 3},
     "large128x128s4": {"FIT_WIDTHS": False, "BLOCK_N": 128, "STAGES": 4},
     "large128x192s3": {"FIT_WIDTHS": False, "BLOCK_N": 192, "STAGES": 3},

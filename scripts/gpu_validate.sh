@@ -200,14 +200,17 @@ step_evalwall() {
 
 # gemm/cuda_wgmma's configurations side by side against cuBLAS (scripts/gemm_config_sweep.py; GEMM_SWEEP: its
 # arguments), and attention/cuda_fa3's against cuDNN (scripts/fa3_plan_sweep.py; FA3_SWEEP: its arguments): the
-# whole log and every row's JSON kept, the summary lines shown.
+# whole log and every row's JSON kept (as $OUT/SWEEP_NAME.*, default gemm_sweep or fa3_sweep), the summary lines
+# shown.
 step_gemm_sweep() {
+  local name=${SWEEP_NAME:-gemm_sweep}
   timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/gemm_config_sweep.py ${GEMM_SWEEP:---stream --suite wide --max-m 4096} \
-    --json "$OUT/gemm_sweep.json" 2>&1 | tee "$OUT/gemm_sweep.txt" | grep -E "^(BEST|GEOMEAN)|rror"
+    --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt" | grep -E "^(BEST|GEOMEAN)|rror"
 }
 step_fa3_sweep() {
-  timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/fa3_plan_sweep.py ${FA3_SWEEP:-} --json "$OUT/fa3_sweep.json" 2>&1 \
-    | tee "$OUT/fa3_sweep.txt" | grep -vE "^b[0-9]+_"
+  local name=${SWEEP_NAME:-fa3_sweep}
+  timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/fa3_plan_sweep.py ${FA3_SWEEP:-} --json "$OUT/$name.json" 2>&1 \
+    | tee "$OUT/$name.txt" | grep -vE "^b[0-9]+_"
 }
 
 for step in "$@"; do
