@@ -45,16 +45,18 @@ step_tests() {
 }
 
 # Every seed on the bench suite, with the evaluator's wall time per candidate (compile + check + bench).
-# BENCH: space-separated KERNEL_SPEC|CANDIDATE_DIR pairs (default: the four Triton seeds); SUITE: bench or wide.
+# BENCH: space-separated KERNEL_SPEC|CANDIDATE_DIR pairs (default: the four Triton seeds); SUITE: bench or wide;
+# BENCH_NAME: the output's name ($OUT/BENCH_NAME.jsonl, default bench).
 step_bench() {
-  : > "$OUT/bench.jsonl"
+  local out="$OUT/${BENCH_NAME:-bench}.jsonl"
+  : > "$out"
   local pairs=${BENCH:-"gemm|kernels/gemm/triton_tiled gemm|kernels/gemm/triton_naive attention|kernels/attention/triton_fa2 attention|kernels/attention/triton_naive"}
   for pair in $pairs; do
     local spec=${pair%%|*} dir=${pair#*|}
     t0=$(now)
     avo bench "$dir" --kernel "$spec" --suite "${SUITE:-bench}" --json > /tmp/bench.json 2> /tmp/bench.err
     rc=$?; t1=$(now)
-    python3 - "$dir" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$OUT/bench.jsonl"
+    python3 - "$dir" "$(secs "$t0" "$t1")" "$rc" <<'PY' >> "$out"
 import json, sys
 seed, wall, rc = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 try:
@@ -64,9 +66,9 @@ except Exception as exc:
 print(json.dumps({"seed": seed, "suite": __import__("os").environ.get("SUITE", "bench"), "wall_s": wall, "rc": rc,
                   "result": result}))
 PY
-    python3 - <<'PY'
-import json
-row = json.loads(open(__import__("os").environ["OUT"] + "/bench.jsonl").read().splitlines()[-1])
+    python3 - "$out" <<'PY'
+import json, sys
+row = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 r = row["result"]
 print(f'{row["seed"]:24s} rc={row["rc"]} wall={row["wall_s"]:6.1f}s status={r.get("status")} fitness={r.get("fitness", 0):.3f} library={r.get("library", "")}')
 print("    stages:", r.get("stage_s"), r.get("message", "")[:300])
