@@ -35,8 +35,9 @@ def planned(module, case):
 
 
 def test_every_bench_case_past_mid_s_runs_the_configuration_it_ran_before_the_table():
-    """From S = 8192 the bench suite's cases run the build they ran before the table; its S = 4096 cases take the
-    d128_mid entry (128-wide blocks, O through TMA, two Q tiles), measured faster there."""
+    """From S = 8192 the bench suite's cases run the build they ran before the table (their causal tiles now drawn
+    from a counter, a launch's choice); its S = 4096 cases take the d128_mid entry (128-wide blocks, O through TMA,
+    two Q tiles), measured faster there."""
     module = seed_module()
     for case in load("attention").cases("bench"):
         plan = planned(module, case)
@@ -47,20 +48,23 @@ def test_every_bench_case_past_mid_s_runs_the_configuration_it_ran_before_the_ta
             continue
         assert (build.d, build.block_n, build.consumers, build.block_m, build.threads) == (128, 192, 2, 128, 384)
         assert plan.persistent is True and build.smem == BEFORE_SMEM, case.name
+        assert plan.causal_dynamic is True, case.name  # causal tiles drawn from the counter (a launch's choice)
         for dtype, fp16 in (("bf16", 0), ("fp16", 1)):
             assert build.modules[dtype].build.flags == BEFORE + (f"-DKERNEL_FP16={fp16}", "-DKERNEL_D=128")
 
 
-def _entry(module, name: str) -> tuple[int, int, bool, bool]:
-    """(BLOCK_N, consumer warpgroups, persistent, causal persistent) a bucket's entry names, the shared
-    configuration's where it has none of its own."""
+def _entry(module, name: str) -> tuple[int, int, bool, bool, bool]:
+    """(BLOCK_N, consumer warpgroups, persistent, causal persistent, causal dynamic) a bucket's entry names, the
+    shared configuration's where it has none of its own."""
     entry = module["TABLE"].get(name, {})
     return (entry.get("BLOCK_N", module["BLOCK_N"]), entry.get("WARPGROUPS", module["CONSUMERS"]),
-            entry.get("PERSISTENT", module["PERSISTENT"]), entry.get("CAUSAL_PERSISTENT", module["CAUSAL_PERSISTENT"]))
+            entry.get("PERSISTENT", module["PERSISTENT"]), entry.get("CAUSAL_PERSISTENT", module["CAUSAL_PERSISTENT"]),
+            entry.get("CAUSAL_DYNAMIC", module["CAUSAL_DYNAMIC"]))
 
 
-MEASURED = {"d128": (192, 2, True, False), "d128_short": (128, 2, True, True), "d128_mid": (128, 2, True, False),
-            "d64": (128, 3, True, False), "d64_short": (128, 2, True, True)}
+MEASURED = {"d128": (192, 2, True, False, True), "d128_short": (128, 2, True, True, True),
+            "d128_mid": (128, 2, True, False, True), "d64": (128, 3, True, False, True),
+            "d64_short": (128, 2, True, True, False)}
 """What each bucket runs, as the wide suite's sweep on the H200 chose it (kernel.py's table, BENCHMARKS.md)."""
 
 
@@ -73,8 +77,8 @@ def test_wide_cases_take_their_buckets_entries():
         seen.add(name)
         build = plan.build
         assert build.d == p["D"], case.name
-        assert (build.block_n, build.consumers, plan.persistent, plan.causal_persistent) == _entry(module, name) \
-            == MEASURED[name], case.name
+        assert (build.block_n, build.consumers, plan.persistent, plan.causal_persistent, plan.causal_dynamic) == \
+            _entry(module, name) == MEASURED[name], case.name
         assert (build.block_m, build.threads) == (64 * build.consumers, 128 * (build.consumers + 1)), case.name
     assert seen == {"d64", "d64_short", "d128", "d128_short", "d128_mid"}
 

@@ -58,7 +58,9 @@ WITH_TAIL = {
 # The shapes stream-K takes (rows, width, tiles, whole, most pieces of a tile, blocks, blocks a run): the tiles past
 # the last full wave, or the last two, dealt out in equal runs, each run to the 8 blocks of a tile column's 8 rows
 # (so 128 of the 132 SMs).
-WITH_STREAM = {  # only from STREAM_MIN_ROWS rows: below it stream-K lost on the H200 (kernel.py, rule 5)
+WITH_STREAM = {  # only from STREAM_MIN_ROWS rows (below it stream-K lost on the H200: kernel.py, rule 5), and on the
+    # few-token tile past one wave (rule 1's STREAM), one block per run
+    "64x57344x8192": (64, 128, 448, 396, 4, 132, 1),
     "8192x8192x8192": (128, 256, 2048, 1848, 2, 128, 8),
     "8192x14336x4096": (128, 256, 3584, 3432, 2, 128, 8),
     "16384x8192x8192": (128, 256, 4096, 3960, 2, 128, 8),
@@ -159,10 +161,16 @@ def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)
 
 
-def test_the_few_token_tile_takes_no_tail():
-    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves, whole as before (bound by reading B, not by its waves).
-    plan = seed_globals()["plan"](64, 57344, 8192, H200_SMS)
-    assert (plan.build.block_m, plan.whole, plan.splits) == (64, 448, 1)
+def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_one_wave():
+    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: the last wave's 52 tiles dealt out over all 132 SMs (rule 1's
+    # STREAM), never a split tail; whole with STREAM off, as before. Below one wave (64 tiles) it stays whole.
+    g = seed_globals()
+    plan = g["plan"](64, 57344, 8192, H200_SMS)
+    assert (plan.build.block_m, plan.whole, plan.stream, plan.lanes) == (64, 396, 132, 1)
+    assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)
+    g["FEW"] = dict(g["FEW"], STREAM=False)
+    plan = g["plan"](64, 57344, 8192, H200_SMS)
+    assert (plan.build.block_m, plan.whole, plan.splits, plan.stream) == (64, 448, 1, 0)
 
 
 def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_path):

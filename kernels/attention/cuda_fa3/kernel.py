@@ -44,8 +44,11 @@ CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
 CAUSAL_PERSISTENT = False  # causal grids: one block per tile (the hardware balances the unequal tiles)
 # Causal grids persistent and dynamic (attention.cu's DYNAMIC walk): one block per SM, each taking its next tile from
 # an atomic counter, heaviest first head by head, as the hardware hands out blocks, but with no block start per tile
-# and the next tile's Q and K loaded under this one's end. Takes precedence over CAUSAL_PERSISTENT's runs.
-CAUSAL_DYNAMIC = False  # avo: tune False True
+# and the next tile's Q and K loaded under this one's end. Takes precedence over CAUSAL_PERSISTENT's runs. On the
+# H200 (BENCHMARKS.md), causal geomean over cuDNN, one block per tile or runs -> dynamic: D 128 S <= 1024 0.944 ->
+# 1.025, S 2048-4096 0.981 -> 1.044, S >= 8192 1.064 -> 1.080; D 64 (three consumers) S 2048-4096 0.936 -> 0.988,
+# S >= 8192 1.090 -> 1.109; D 64 S <= 1024 on two consumers 0.907 -> 0.903, so d64_short keeps its runs.
+CAUSAL_DYNAMIC = True  # avo: tune False True
 
 # The other buckets' entries, each tuned from its own cases of the wide suite (bucket() below says which those are)
 # with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
@@ -56,7 +59,7 @@ TABLE = {
     # D = 128, S <= SHORT_S: a 128-wide K/V block fits S = 512 and 1024 in whole blocks (192 pads the last block of a
     # row by 12%) and ends a causal tile's diagonal on a block edge: 0.811 against 0.759; a persistent causal grid
     # of contiguous runs then lifts causal 0.774 to 0.806 (at S >= 2048 it loses: 0.70-0.83, the long tiles'
-    # runs unequal).
+    # runs unequal); the shared CAUSAL_DYNAMIC, which takes precedence over the runs, does better still.
     "d128_short": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_short
         PERSISTENT=True,  # avo: tune False True bucket=d128_short
@@ -66,7 +69,8 @@ TABLE = {
     ),
     # D = 128, SHORT_S < S <= MID_S: 128-wide K/V blocks with O through TMA and two Q tiles, which the 192-wide
     # blocks leave no shared memory for: non-causal 0.959 -> 1.004, causal (one block per tile) 0.940 -> 0.991, and
-    # at S = 4096 1.007 against 0.976 (BENCHMARKS.md). Runs of tiles (CAUSAL_PERSISTENT) lose here: 0.868.
+    # at S = 4096 1.007 against 0.976 (BENCHMARKS.md). Runs of tiles (CAUSAL_PERSISTENT) lose here: 0.868; tiles
+    # drawn from the counter (the shared CAUSAL_DYNAMIC) win: 1.044.
     "d128_mid": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d128_mid
         PERSISTENT=True,  # avo: tune False True bucket=d128_mid
@@ -93,6 +97,7 @@ TABLE = {
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
         CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
+        CAUSAL_DYNAMIC=False,  # avo: tune False True bucket=d64_short
         O_TMA=True,  # avo: tune False True bucket=d64_short
         Q_BUFFERS=2,  # avo: tune 1 2 bucket=d64_short
     ),

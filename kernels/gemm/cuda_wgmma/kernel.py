@@ -23,10 +23,15 @@ from avo.cuda import load_module, tensor_map
 #    stages read it fastest (0.95-1.03x cuBLAS unsplit, against 0.71-0.86x for 64 x 256 with four), even where it
 #    left half the SMs idle.
 #    Its entries are tuned from the few-token cases alone (bucket=few; bucket() below says which cases those are).
+#    STREAM: where the tiles run to more than one wave, stream-K (rule 5) past the full waves, so that every SM
+#    streams an equal share of B in the last one: 64 x 57344 x 8192 (448 tiles, 3.4 waves) 1.121 -> 1.157x cuBLAS on
+#    the H200. Below one wave it lost (64 x 8192 x 8192: 0.901 -> 0.870): the blocks then read B at different K
+#    offsets, where whole tiles read each K row of B across all its columns at once.
 FEW_ROWS = 64  # avo: tune 0 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=6,  # avo: tune 3 4 5 6 bucket=few
+    STREAM=True,  # avo: tune False True bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -261,6 +266,8 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
     if splits > 1:
         return Plan(build, units, 0, splits)
+    if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
+        return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
     for wide in () if few else _LARGE.values():
         count, slots = tiles(wide), sms // wide.cluster_m
