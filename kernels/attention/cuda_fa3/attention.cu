@@ -19,14 +19,14 @@
 //     barrier each), so one's softmax (exp2 on the special-function units) runs under the others' matmuls;
 //   - PERSISTENT (non-causal): one block per SM walks the tiles, and the producer loads the next tile's Q and first
 //     K/V blocks while the consumers finish the last one (its final P V and the stores of O);
-//   - causal and persistent (`span`, kernel.py's CAUSAL_PERSISTENT, for short sequences, whose tiles are a few
+//   - causal and persistent (SPAN, kernel.py's CAUSAL_PERSISTENT, for short sequences, whose tiles are a few
 //     blocks long, so a block's start and the wait for its Q weigh): each block walks a contiguous run of about
 //     tiles / gridDim.x tiles in ORDER 1, every head's 1, 2, ... num_m blocks long tiles in turn, so every run holds
 //     about the same work and reads its heads' K and V while they are in L2;
 //   - causal: only the diagonal blocks are masked, blocks past the diagonal are never loaded, and ORDER = 1 (the
 //     default) runs a head's query blocks together, heaviest first, so its K and V stay in L2 and the long blocks
-//     start early; the hardware hands the blocks of these unequal tiles to SMs as they free up (no persistent grid
-//     past the short sequences, whose blocks walk `span` runs).
+//     start early; with one block per tile the hardware hands the blocks of these unequal tiles to SMs as they
+//     free up, and DYNAMIC below does the same on a persistent grid (kernel.py's table takes it wherever it won).
 //     ORDER = 2 takes every head's heaviest block first and loses L2 reuse; ORDER = 0 is ascending;
 //   - causal and dynamic (kernel.py's CAUSAL_DYNAMIC): one block per SM, each taking its next tile from a counter in
 //     global memory (an atomic add), in ORDER 1's order, so the tiles go out heaviest first head by head as blocks
