@@ -1,9 +1,9 @@
-"""attention/cuda_fa3's per-shape plan beside other configurations (--also; --single: the one it ran before the
-table), on a GPU: every case
-of a suite (the wide one by default) timed as the evaluator's bench stage times it (time_interleaved: the library
-and each configuration interleaved call by call, L2 flushed, launch shield, input rotation, EvalConfig's defaults),
-each output first checked against the library's. Prints one line per case, then per bucket (head dim x causal x S
-range, and the table's own buckets) the geometric mean of the speedups over cuDNN, min and max, per configuration.
+"""attention/cuda_fa3's per-shape plan beside other configurations (--also; --single: the one it ran before the table),
+on a GPU: every case of a suite (the wide one by default) timed as the evaluator's bench stage times it
+(time_as_configured: the library and each configuration interleaved call by call, L2 flushed, launch shield, input
+rotation, EvalConfig's defaults), each output first checked against the library's. Prints one line per case, then per
+bucket (head dim x causal x S range, and the table's own buckets) the geometric mean of the speedups over cuDNN, min
+and max, per configuration.
 
     python scripts/fa3_plan_sweep.py --single                       # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
@@ -71,7 +71,7 @@ def main() -> None:
     from avo import tasks
     from avo.config import EvalConfig
     from avo.evaluate.worker.loader import load_entry
-    from avo.evaluate.worker.timing import Contender, InputRotation, time_interleaved
+    from avo.evaluate.worker.timing import Contender, InputRotation, time_as_configured
     from avo.gpus import resolve
 
     task, cfg, gpu = tasks.load("attention"), EvalConfig(), resolve("auto", "cuda")
@@ -107,9 +107,8 @@ def main() -> None:
         rotation = InputRotation(sources, seed=7)
         contenders = [Contender(LIBRARY, rotation, lambda a: task.library(*a))]
         contenders += [Contender(name, rotation, lambda a, fn=fn: fn(*a)) for name, fn in configs.items()]
-        measured = time_interleaved(contenders, device="cuda", l2_bytes=gpu.l2_mb << 20, warmup_ms=cfg.warmup_ms,
-                                    rep_ms=cfg.rep_ms, warmup_calls=cfg.warmup_calls, shield_us=cfg.launch_shield_us,
-                                    min_rounds=cfg.min_rounds, target_error=cfg.target_error, paired_with=LIBRARY)
+        measured = time_as_configured(contenders, cfg, device="cuda", l2_bytes=gpu.l2_mb << 20,
+                                      paired_with=LIBRARY)
         lib_ms = measured[LIBRARY].ms
         row = {"case": case.name, "D": p["D"], "causal": p["causal"], "S": p["S"],
                "bucket": seed["bucket"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"]),

@@ -3,9 +3,9 @@ K split (every tile cut) and split tail (only the last wave's tiles cut) the wra
 torch.matmul (cuBLAS) in one process.
 
 A shape's configurations and cuBLAS are timed interleaved, call by call, by the evaluator's own timer
-(avo.evaluate.worker.timing.time_interleaved with EvalConfig's defaults: L2 flushed, the host's launch work hidden
+(avo.evaluate.worker.timing.time_as_configured with EvalConfig's defaults: L2 flushed, the host's launch work hidden
 behind a GPU spin, inputs rotated), so the figures are the GPU's and clock drift weighs on all of them alike (timed
-one after another, the first configuration of a shape read up to 10% slow on the H200). Prints one line per shape and
+one after another, the first configuration of a shape read up to 14% slow on the H200). Prints one line per shape and
 configuration (speedup over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the
 seed's own plan with the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the
 geometric mean of each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the
@@ -146,7 +146,7 @@ def main() -> None:
     import torch
 
     from avo.config import EvalConfig
-    from avo.evaluate.worker.timing import Contender, InputRotation, time_interleaved
+    from avo.evaluate.worker.timing import Contender, InputRotation, time_as_configured
     from avo.gpus import resolve
 
     parser = argparse.ArgumentParser()
@@ -186,9 +186,8 @@ def main() -> None:
         # hidden behind a GPU spin, each round's ratio to cuBLAS), so clock drift weighs on all of them alike.
         contenders = [Contender(LIBRARY, rotation, lambda x: torch.matmul(*x))]
         contenders += [Contender(label, rotation, lambda x, g=gemm: g(*x)) for label, gemm in gemms.items()]
-        measured = time_interleaved(contenders, device="cuda", l2_bytes=gpu.l2_mb << 20, warmup_ms=cfg.warmup_ms,
-                                    rep_ms=cfg.rep_ms, warmup_calls=cfg.warmup_calls, shield_us=cfg.launch_shield_us,
-                                    min_rounds=cfg.min_rounds, target_error=cfg.target_error, paired_with=LIBRARY)
+        measured = time_as_configured(contenders, cfg, device="cuda", l2_bytes=gpu.l2_mb << 20,
+                                      paired_with=LIBRARY)
         library = measured[LIBRARY].ms
         best = None
         for label, gemm in gemms.items():

@@ -26,7 +26,7 @@ from avo.evaluate.worker.correctness import CaseFailure, checked_call, verify_ou
 from avo.evaluate.worker.precision import needs_tf32_library, tf32_allowed
 from avo.evaluate.worker.rotation_memory import free_gpu_bytes, output_bytes, rotation_sets, tensor_bytes
 from avo.evaluate.worker.stage_clock import Parts
-from avo.evaluate.worker.timing import Contender, InputRotation, ratio_error, time_interleaved
+from avo.evaluate.worker.timing import Contender, InputRotation, ratio_error, time_as_configured
 
 SIDE_STREAM_RELATIVE = 0.05
 SIDE_STREAM_ABSOLUTE_MS = 0.03
@@ -148,10 +148,8 @@ def _time_case(ctx: Context, case: Any, timed: list[Candidate], rows: dict, sour
         contenders.insert(2, Contender(LIBRARY_TF32, rotation, _tf32_library(task)))
     cfg = ctx.config
     parts.start("timing")
-    measured = time_interleaved(contenders, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
-                                warmup_ms=cfg.warmup_ms, rep_ms=cfg.rep_ms, warmup_calls=cfg.warmup_calls,
-                                on_output=spots.observe, shield_us=cfg.launch_shield_us, min_rounds=cfg.min_rounds,
-                                target_error=cfg.target_error, paired_with=LIBRARY)
+    measured = time_as_configured(contenders, cfg, device=ctx.device, l2_bytes=ctx.gpu.l2_mb << 20,
+                                  on_output=spots.observe, paired_with=LIBRARY)
     parts.start("verify")
     lib = measured[LIBRARY]
     flops = task.flops(case)

@@ -129,6 +129,16 @@ def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int,
     return _time_wall(contenders, on_output, rounds or INTERPRETER_ROUNDS)
 
 
+def time_as_configured(contenders: list[Contender], config: Any, *, device: str, l2_bytes: int,
+                       paired_with: str | None = None, on_output: OnOutput | None = None) -> dict[str, Measurement]:
+    """`time_interleaved` with an EvalConfig's timing settings (warm-up, repetitions, launch shield, early end): the
+    bench stage's timing, which scripts that time configurations side by side reuse to time as the evaluator does."""
+    return time_interleaved(contenders, device=device, l2_bytes=l2_bytes, warmup_ms=config.warmup_ms,
+                            rep_ms=config.rep_ms, warmup_calls=config.warmup_calls, on_output=on_output,
+                            shield_us=config.launch_shield_us, min_rounds=config.min_rounds,
+                            target_error=config.target_error, paired_with=paired_with)
+
+
 class _Counter:
     def __init__(self, contenders: list[Contender]):
         self.next = {c.name: 0 for c in contenders}

@@ -19,6 +19,21 @@ def sleeper(seconds: float, log: list):
     return run
 
 
+def test_timing_as_configured_passes_on_every_timing_setting_of_the_config(monkeypatch):
+    """The bench stage and the sweeps that time as it does share one mapping from EvalConfig to the timer."""
+    from avo.config import EvalConfig
+    from avo.evaluate.worker import timing
+
+    seen = {}
+    monkeypatch.setattr(timing, "time_interleaved", lambda contenders, **kw: seen.update(kw) or {})
+    config = EvalConfig(warmup_ms=7.0, rep_ms=70.0, warmup_calls=3, launch_shield_us=11.0, min_rounds=4,
+                        target_error=0.005)
+    timing.time_as_configured([], config, device="cuda", l2_bytes=5, paired_with="library", on_output=print)
+    assert seen == {"device": "cuda", "l2_bytes": 5, "warmup_ms": 7.0, "rep_ms": 70.0, "warmup_calls": 3,
+                    "on_output": print, "shield_us": 11.0, "min_rounds": 4, "target_error": 0.005,
+                    "paired_with": "library"}
+
+
 def test_wall_clock_rounds_alternate_and_measure():
     order: list = []
     seen: list = []
