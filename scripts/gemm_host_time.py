@@ -4,6 +4,7 @@ their number) next to what the kernel takes on the GPU (CUDA events around the s
 time reaches its GPU time starves the GPU in a model's forward.
 
     python scripts/gemm_host_time.py [KERNEL_DIR ...]    (default: kernels/gemm/cuda_wgmma)
+    python scripts/gemm_host_time.py --profile [KERNEL_DIR]   (where one wrapper's host time goes: cProfile)
 
 Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t() of a contiguous [N, K]).
 """
@@ -57,7 +58,31 @@ def measure(fn, a, b) -> tuple[float, float]:
     return statistics.median(host), statistics.median(gpu)
 
 
+def profile(fn, calls: int = 2000) -> None:
+    """cProfile of `calls` calls of one shape (4096x1024x4096, b as nn.Linear passes it), behind a GPU spin: the
+    functions the wrapper's host time goes to, by their own time."""
+    import cProfile
+    import pstats
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16).t()
+    for _ in range(3):
+        fn(a, b)
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    torch.cuda._sleep(2_000_000_000)
+    profiler.enable()
+    for _ in range(calls):
+        fn(a, b)
+    profiler.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--profile"]:
+        profile(load(Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"))
+        return
     folders = [Path(f).resolve() for f in sys.argv[1:]] or [ROOT / "kernels" / "gemm" / "cuda_wgmma"]
     entries = {"torch.matmul": torch.matmul, **{str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f): load(f)
                                                  for f in folders}}

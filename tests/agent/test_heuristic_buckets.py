@@ -240,13 +240,14 @@ def test_a_shared_knob_must_fit_beside_every_timed_entry():
     assert (seed["BLOCK_N"], seed["STAGES"], seed["BLOCK_N@d64"]) == (192, 2, 128)
     shape = Shape(kind="attention", roles=roles(knobs), smem_limit=227 * 1024, fixed=fixed_roles(text, knobs))
     search = Search(knobs=knobs, shape=shape, incumbent=seed,
-                    buckets=["d128", "d128_short", "d128_mid", "d64", "d64_short"])
+                    buckets=["d128", "d128_short", "d128_mid", "d64", "d64_short", "d64_short_causal"])
     offered = [m.point for m in search._singles() + search._pairs()]
     assert offered and not [p for p in offered if p["STAGES"] == 3 and p["BLOCK_N"] == 192]
     # Beside 128-wide shared tiles it fits, and is offered, once no entry stages O for a TMA store or keeps a second
     # Q tile (each takes shared memory as a K/V stage does: 256 KB at D = 128 with either; the model reads every
     # entry at D = 128, so it errs toward refusing a D 64 entry's point, never toward a crash).
-    plain = dict(seed, BLOCK_N=128, **{f"{knob}@{entry}": value for entry in ("d128_short", "d128_mid", "d64_short")
+    staging = ("d128_short", "d128_mid", "d64_short", "d64_short_causal")
+    plain = dict(seed, BLOCK_N=128, **{f"{knob}@{entry}": value for entry in staging
                                        for knob, value in (("O_TMA", False), ("Q_BUFFERS", 1))})
     narrower = Search(knobs=knobs, shape=shape, incumbent=plain, buckets=search.buckets)
     assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if plain[k] != v} for m in narrower._singles()]

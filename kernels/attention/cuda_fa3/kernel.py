@@ -89,26 +89,37 @@ TABLE = {
         O_TMA=False,  # avo: tune False True bucket=d64
         Q_BUFFERS=1,  # avo: tune 1 2 bucket=d64
     ),
-    # D = 64, S <= SHORT_S: two consumers with 128-wide blocks and a persistent causal grid: 0.887 against 0.719
-    # (causal 0.654 to 0.877). Three consumers run the non-causal cases faster (0.934 against 0.897) and the causal
-    # ones, without the persistent grid, slower (0.698).
+    # D = 64, S <= SHORT_S, not causal: three consumers (192-row tiles) with O through TMA and two Q tiles, 0.952
+    # against 0.914 for two consumers (BENCHMARKS.md). Without O_TMA and the second Q tile three consumers reached
+    # 0.933; a causal grid of 192-row tiles loses (0.69-0.80), hence the causal entry below.
     "d64_short": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short
-        WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short
+        WARPGROUPS=3,  # avo: tune 2 3 bucket=d64_short
         PERSISTENT=True,  # avo: tune False True bucket=d64_short
-        CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short
-        CAUSAL_DYNAMIC=False,  # avo: tune False True bucket=d64_short
         O_TMA=True,  # avo: tune False True bucket=d64_short
         Q_BUFFERS=2,  # avo: tune 1 2 bucket=d64_short
+    ),
+    # D = 64, S <= SHORT_S, causal: two consumers with 128-wide blocks and a persistent grid of contiguous runs:
+    # 0.887 against 0.719 (causal 0.654 to 0.877); two Q tiles then 0.903 -> 0.929 in one sweep. Tiles drawn from
+    # the counter (CAUSAL_DYNAMIC) did not pay here: 0.903 against 0.910 for the runs.
+    "d64_short_causal": dict(
+        BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short_causal
+        WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short_causal
+        CAUSAL_PERSISTENT=True,  # avo: tune False True bucket=d64_short_causal
+        CAUSAL_DYNAMIC=False,  # avo: tune False True bucket=d64_short_causal
+        O_TMA=True,  # avo: tune False True bucket=d64_short_causal
+        Q_BUFFERS=2,  # avo: tune 1 2 bucket=d64_short_causal
     ),
 }
 
 
 def bucket(B, Hq, Hkv, S, D, causal):
-    """The entry a shape takes: by head dim, and short and middle sequences apart (avo's heuristic reads this rule
-    too)."""
+    """The entry a shape takes: by head dim, short and middle sequences apart, and at D = 64 short causal ones apart
+    from the rest (avo's heuristic reads this rule too)."""
     if D == 64:
-        return "d64_short" if S <= SHORT_S else "d64"
+        if S > SHORT_S:
+            return "d64"
+        return "d64_short_causal" if causal else "d64_short"
     return "d128_short" if S <= SHORT_S else "d128_mid" if S <= MID_S else "d128"
 
 
@@ -151,7 +162,8 @@ def _plans() -> dict[str, Plan]:
     and in parallel."""
     builds: dict[tuple, _Build] = {}
     plans = {}
-    for name, d in (("d128", 128), ("d128_short", 128), ("d128_mid", 128), ("d64", 64), ("d64_short", 64)):
+    for name, d in (("d128", 128), ("d128_short", 128), ("d128_mid", 128), ("d64", 64), ("d64_short", 64),
+                    ("d64_short_causal", 64)):
         entry = TABLE.get(name, {})
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
                entry.get("Q_BUFFERS", Q_BUFFERS))
