@@ -5,6 +5,7 @@ time reaches its GPU time starves the GPU in a model's forward.
 
     python scripts/gemm_host_time.py [KERNEL_DIR ...]    (default: kernels/gemm/cuda_wgmma)
     python scripts/gemm_host_time.py --profile [KERNEL_DIR]   (where one wrapper's host time goes: cProfile)
+    python scripts/gemm_host_time.py --pieces [KERNEL_DIR]    (the same, each step of a cuda_wgmma call timed alone)
 
 Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t() of a contiguous [N, K]).
 """
@@ -35,6 +36,19 @@ def load(folder: Path):
     return module.gemm
 
 
+def per_call_us(fn, calls: int = 400) -> float:
+    """Host µs per call of fn(), median of 5 rounds, behind a GPU spin (the launch queue stays short of full)."""
+    rounds = []
+    for _ in range(5):
+        torch.cuda._sleep(20_000_000)
+        begin = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        rounds.append((time.perf_counter() - begin) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(rounds)
+
+
 def measure(fn, a, b) -> tuple[float, float]:
     """(host µs per call, GPU µs per call), medians of 5 rounds of CALLS calls."""
     for _ in range(3):
@@ -58,7 +72,7 @@ def measure(fn, a, b) -> tuple[float, float]:
     return statistics.median(host), statistics.median(gpu)
 
 
-def profile(fn, calls: int = 2000) -> None:
+def profile(fn, calls: int = 300) -> None:
     """cProfile of `calls` calls of one shape (4096x1024x4096, b as nn.Linear passes it), behind a GPU spin: the
     functions the wrapper's host time goes to, by their own time."""
     import cProfile
@@ -70,7 +84,7 @@ def profile(fn, calls: int = 2000) -> None:
         fn(a, b)
     torch.cuda.synchronize()
     profiler = cProfile.Profile()
-    torch.cuda._sleep(2_000_000_000)
+    torch.cuda._sleep(200_000_000)
     profiler.enable()
     for _ in range(calls):
         fn(a, b)
@@ -79,7 +93,48 @@ def profile(fn, calls: int = 2000) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
 
 
+def pieces(fn) -> None:
+    """Each step of one cuda_wgmma call (4096x1024x4096, b as nn.Linear passes it) timed alone, µs per call."""
+    import cupy
+
+    from avo.cuda import _kernel_arg, tensor_map
+
+    g = fn.__globals__
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16).t()
+    M, K, N = 4096, 4096, 1024
+    c = fn(a, b)
+    planned = g["_PLANS"][M, N, K, g["_sm_count"](a.device)]
+    build = planned.build
+    module, name = build.k_major(), g["_KERNELS"][a.dtype]
+    maps = (tensor_map(a, box=(build.block_m, g["BLOCK_K"])), tensor_map(b.t(), box=(64, g["BLOCK_K"])),
+            tensor_map(c, box=(64, 64)))
+    args = (*maps, c, M, N, K, c, c, planned.whole, planned.splits, planned.stream, planned.lanes)
+    grid = min(planned.units, g["_sm_count"](a.device) // build.cluster_m) * build.cluster_m
+    converted = tuple(_kernel_arg(x) for x in args)
+    function = module._function(name, 0)
+    stream = module._stream(0, torch.cuda.current_stream().cuda_stream)
+    steps = {
+        "gemm(a, b)": lambda: fn(a, b),
+        "torch.matmul(a, b)": lambda: torch.matmul(a, b),
+        "torch.empty(M, N)": lambda: torch.empty((M, N), dtype=a.dtype, device=a.device),
+        "3 tensor_map lookups": lambda: (tensor_map(a, box=(build.block_m, 64)), tensor_map(b.t(), box=(64, 64)),
+                                         tensor_map(c, box=(64, 64))),
+        "13 _kernel_arg": lambda: tuple(_kernel_arg(x) for x in args),
+        "module.launch": lambda: module.launch(name, grid, build.threads, args, shared_mem=build.smem),
+        "cupy call, converted args": lambda: function((grid,), (build.threads,), converted, shared_mem=build.smem,
+                                                      stream=stream),
+        "cupy.cuda.Device enter/exit": lambda: cupy.cuda.Device(0).__enter__().__exit__(None, None, None),
+        "plan lookup": lambda: g["_PLANS"].get((M, N, K, 132)),
+    }
+    for label, step in steps.items():
+        print(f"{label:32s} {per_call_us(step):8.1f} us")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--pieces"]:
+        pieces(load(Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"))
+        return
     if sys.argv[1:2] == ["--profile"]:
         profile(load(Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"))
         return

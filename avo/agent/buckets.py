@@ -87,6 +87,30 @@ def case_buckets(source: str, cases: list) -> dict[str, str]:
         return {}
 
 
+HEAD_DIMS = (64, 128)
+_PROBE_S = tuple(2 ** k for k in range(6, 18))
+
+
+def bucket_head_dims(source: str) -> dict[str, int]:
+    """bucket -> the largest head dim an attention kernel's rule sends there, probed over the head dims the task
+    runs, S from 64 to 128K, causal and not, MHA and GQA ({} without a rule avo can read). The heuristic reads each
+    table entry at its own head dim with it (the shared memory and registers an entry's point needs)."""
+    rule = bucket_rule(source)
+    if rule is None:
+        return {}
+    found: dict[str, int] = {}
+    try:
+        for d in HEAD_DIMS:
+            for s in _PROBE_S:
+                for causal in (False, True):
+                    for hkv in (8, 2):
+                        name = rule({"B": 1, "Hq": 8, "Hkv": hkv, "S": s, "D": d, "causal": causal})
+                        found[name] = max(found.get(name, 0), d)
+    except (RuleError, ArithmeticError, TypeError, ValueError):
+        return {}
+    return found
+
+
 def annotate(result, source: str, cases_of: Callable[[str], list]) -> None:
     """Set each timed case's `bucket` in `result` from the kernel's rule (`cases_of(suite)` gives a suite's cases)."""
     timed = result.bench_cases()

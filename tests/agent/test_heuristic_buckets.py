@@ -13,11 +13,11 @@ import pytest
 
 from agent_fakes import evolve as drive, fake_session
 from avo.agent.acceptance import bucket_verdict
-from avo.agent.buckets import bucket_rule, case_buckets
+from avo.agent.buckets import bucket_head_dims, bucket_rule, case_buckets
 from avo.agent.heuristic.history import Outcome
 from avo.agent.heuristic.knobs import parse_knobs, point_of, render
 from avo.agent.heuristic.measured import winning_parts
-from avo.agent.heuristic.rules import Shape, fixed_roles, roles
+from avo.agent.heuristic.rules import Shape, fixed_roles, roles, smem_bytes, tile
 from avo.agent.heuristic.search import Search, Trial, _required_smem
 from avo.agent.session import settle
 from avo.cli import main
@@ -239,23 +239,48 @@ def test_a_shared_knob_must_fit_beside_every_timed_entry():
     seed = point_of(knobs)
     assert (seed["BLOCK_N"], seed["STAGES"], seed["BLOCK_N@d64"]) == (192, 2, 128)
     shape = Shape(kind="attention", roles=roles(knobs), smem_limit=227 * 1024, fixed=fixed_roles(text, knobs))
+    dims = bucket_head_dims(text)
     search = Search(knobs=knobs, shape=shape, incumbent=seed,
-                    buckets=["d128", "d128_short", "d128_mid", "d64", "d64_short", "d64_short_causal"])
+                    buckets=["d128", "d128_short", "d128_mid", "d64", "d64_short", "d64_short_causal"], head_dims=dims)
     offered = [m.point for m in search._singles() + search._pairs()]
     assert offered and not [p for p in offered if p["STAGES"] == 3 and p["BLOCK_N"] == 192]
     # Beside 128-wide shared tiles it fits, and is offered, once no entry stages O for a TMA store or keeps a second
-    # Q tile (each takes shared memory as a K/V stage does: 256 KB at D = 128 with either; the model reads every
-    # entry at D = 128, so it errs toward refusing a D 64 entry's point, never toward a crash).
+    # Q tile (each takes shared memory as a K/V stage does: 256 KB at D = 128 with either).
     staging = ("d128_short", "d128_mid", "d64_short", "d64_short_causal")
     plain = dict(seed, BLOCK_N=128, **{f"{knob}@{entry}": value for entry in staging
                                        for knob, value in (("O_TMA", False), ("Q_BUFFERS", 1))})
-    narrower = Search(knobs=knobs, shape=shape, incumbent=plain, buckets=search.buckets)
+    narrower = Search(knobs=knobs, shape=shape, incumbent=plain, buckets=search.buckets, head_dims=dims)
     assert {"STAGES": 3} in [{k: v for k, v in m.point.items() if plain[k] != v} for m in narrower._singles()]
     staged = Search(knobs=knobs, shape=shape, incumbent=dict(plain, **{"O_TMA@d128_short": True}),
-                    buckets=search.buckets)
+                    buckets=search.buckets, head_dims=dims)
     assert {"STAGES": 3} not in [{k: v for k, v in m.point.items() if staged.incumbent[k] != v}
                                  for m in staged._singles()]
     # The seed's own refusal says how much it needed: that calibrates the model as the compiler's count does.
     message = ("case b1_h32-8_s4096_d128_causal raised: ValueError: BLOCK_N=192, STAGES=3 with 2 consumer "
                "warpgroups need 329728 bytes of shared memory at D=128: over 232448")
     assert _required_smem(message) == (329728, 232448)
+
+
+def test_each_attention_entry_is_read_at_its_own_head_dim_and_consumer_count():
+    """The CUDA attention seed's entries, read as the heuristic reads them: a D 64 entry at head dim 64 (the kernel's
+    rule says which dims reach it), a tuned WARPGROUPS as that many 64-row consumer tiles, and the shared memory
+    the model counts for each entry's point is what kernel.py asks for (less its 2 KB of alignment and barriers)."""
+    from avo.evaluate.worker.loader import load_entry
+
+    text = FA3.read_text()
+    knobs = parse_knobs(text)
+    dims = bucket_head_dims(text)
+    assert dims == {"d128": 128, "d128_short": 128, "d128_mid": 128, "d64": 64, "d64_short": 64,
+                    "d64_short_causal": 64}
+    assert bucket_head_dims("def bucket(S):\n    return 'x' if S < 7 else 1\n") == {}  # a rule that fails reads as none
+    shape = Shape(kind="attention", roles=roles(knobs), smem_limit=227 * 1024, fixed=fixed_roles(text, knobs))
+    search = Search(knobs=knobs, shape=shape, incumbent=point_of(knobs), buckets=sorted(dims), head_dims=dims)
+    plans = load_entry(FA3.parent, "attention").__globals__["PLANS"]
+    for name in dims:
+        read = search.bucket_shape(name)
+        build = plans[name].build
+        assert read.head_dim == build.d, name
+        assert tile(read, search.incumbent)[0] == build.block_m, name
+        assert smem_bytes(read, search.incumbent) == build.smem - 2048, name
+    # The whole kernel keeps its own consumer count: one entry's WARPGROUPS sizes no other entry's tile.
+    assert tile(shape, search.incumbent)[0] == 128

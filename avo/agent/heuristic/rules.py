@@ -19,7 +19,7 @@ _ROLE_PATTERNS = {
     "warps": r"(num_)?warps",
     "stages": r"(num_)?stages",
     "head_dim": r"head_dim|block_d(model)?",
-    "consumers": r"consumers|consumer_warpgroups|mma_warpgroups",
+    "consumers": r"consumers|(consumer_|mma_)?warpgroups",
     "epilogue_split": r"epilogue_(split|subtiles?)",
     "cluster": r"cluster(_size)?(_m|_n)?",
     "order": r"(tile_)?order|schedule",
@@ -59,6 +59,8 @@ def roles(knobs: list[Knob], bucket: str | None = None) -> dict[str, str]:
     bucket is named, else the shared knobs before any bucket's (a per-shape table's entry never stands for the
     whole kernel)."""
     found: dict[str, str] = {}
+    # A consumer count of one entry would size every other entry's tile as well: the whole kernel keeps its own.
+    knobs = [k for k in knobs if bucket or k.bucket is None or role_of(k.name) != "consumers"]
     for knob in sorted(knobs, key=lambda k: k.bucket != bucket if bucket else k.bucket is not None):
         role = role_of(knob.name)
         if role and role not in found:
@@ -127,10 +129,12 @@ def tile(shape: Shape, point: Point) -> tuple[int, int, int, int, int]:
     warp-specialized kernel the warps are those of its consumer (tensor-core) warpgroups."""
     warps = shape.get(point, "warps", 4)
     consumers = shape.get(point, "consumers", 0)
+    bm = shape.get(point, "bm", 64)
     if consumers:
         warps = 4 * consumers
-    return (shape.get(point, "bm", 64), shape.get(point, "bn", 64), shape.get(point, "bk", 32),
-            warps, shape.get(point, "stages", 2))
+        if shape.kind == "attention" and "consumers" in shape.roles and "bm" not in shape.roles:
+            bm = 64 * consumers  # a tuned count of consumer warpgroups, each wgmma's 64 rows: the tile follows it
+    return (bm, shape.get(point, "bn", 64), shape.get(point, "bk", 32), warps, shape.get(point, "stages", 2))
 
 
 def staging_elements(shape: Shape, point: Point) -> int:

@@ -89,6 +89,9 @@ class Search:
     """(changes, bucket, gain): the winning bucket's part of a move that cost another bucket (`winning_parts`)."""
     buckets: list[str] = field(default_factory=list)
     """The table entries the timed cases take: a shared knob's change must fit in each of them."""
+    head_dims: dict[str, int] = field(default_factory=dict)
+    """bucket -> the head dim its entry serves (attention: the kernel's rule says); the whole kernel is read at
+    shape.head_dim."""
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -174,7 +177,8 @@ class Search:
 
     def bucket_shape(self, bucket: str) -> Shape:
         """The kernel read as one table entry: that entry's knobs in their roles, the shared knobs in the rest."""
-        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket))
+        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket),
+                       head_dim=self.head_dims.get(bucket, self.shape.head_dim))
 
     def _also_checked(self, point: Point) -> list[Shape]:
         """The readings a point must also fit under: where it changes a shared knob, the whole kernel's and each

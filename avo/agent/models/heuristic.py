@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from avo.agent.buckets import bucket_head_dims
 from avo.agent.heuristic.facts import facts_from
 from avo.agent.heuristic.history import KERNEL, History, point_from_text, text_hash
 from avo.agent.heuristic.knobs import KnobError, format_point, parse_knobs, render
@@ -115,6 +116,7 @@ class HeuristicModel:
         unwritable = {(k.name, v) for k in knobs for v in k.choices if not _renders(base_text, {k.name: v})}
         search = Search(knobs=knobs, shape=shape, incumbent=incumbent, incumbent_fitness=h.best_fitness,
                         seed=self.seed, buckets=sorted(taken),
+                        head_dims=bucket_head_dims(base_text) if kind == "attention" else {},
                         renders=lambda point: not any(item in unwritable for item in point.items()))
         for outcome in h.all_outcomes():
             if outcome.point is not None and set(outcome.point) == set(incumbent):
