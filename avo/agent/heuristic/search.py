@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from avo.agent.heuristic import blackwell
+from avo.agent.heuristic import blackwell, widen
 from avo.agent.heuristic.knobs import Knob, Point, Value, bucket_of, point_key
 from avo.agent.heuristic.rules import (Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes,
                                        smem_failure)
@@ -60,7 +60,7 @@ class Move:
     changes: dict[str, tuple[Value, Value]]
     estimate: Estimate
     kind: str
-    """'single', 'preset' or 'pair'."""
+    """'single', 'preset', 'pair', 'split', or past the neighbourhood 'combined' or 'far'."""
     score: float = 0.0
     label: str = ""
 
@@ -121,10 +121,13 @@ class Search:
     def next_move(self) -> Move | None:
         """The most promising untried move. Two-knob moves join once no one-knob move is expected to gain (each
         dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles. The
-        winning bucket's part of a move that helped one bucket and cost another goes first: it was measured."""
+        winning bucket's part of a move that helped one bucket and cost another goes first: it was measured. Once
+        every one- and two-knob step has been measured, the search widens (heuristic/widen.py)."""
         moves = self._splits() + self._singles() + self._presets()
         if not moves or max(m.score for m in moves) <= 0:
             moves += self._pairs()
+        if not moves:  # every step around the best measured: the near misses together, then values further away
+            moves = widen.combined(self) or widen.far_singles(self)
         return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
 
     def next_moves(self, count: int) -> list[Move]:
