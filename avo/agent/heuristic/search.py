@@ -3,8 +3,8 @@
 From the incumbent (the best accepted point) every one-step change of one knob is a move; a move that would not fit
 (shared memory, accumulator registers) is repaired by the knob that usually pays for it (fewer stages, more warps),
 or dropped. Moves are ranked by the gain the rule model expects (sharpened by profile facts), with a bonus for
-continuing in the direction that was last accepted and for pairing near-misses; known-good configurations for the
-GPU are offered as one jump. Once no one-knob move is expected to gain, two-knob moves join the ranking; when no
+continuing in the direction that was last accepted and for pairing a near-miss with a change measured alone (an
+unmeasured change is tried alone first); known-good configurations for the GPU are offered as one jump. Once no one-knob move is expected to gain, two-knob moves join the ranking; when no
 move is left, the search is over. A point is never tried twice, whatever its outcome, and a shared-memory
 failure lowers the shared-memory bound for every later point. Measurement beats the model: a move that makes again
 every change of a set that lost when measured (from any incumbent), or that undoes a change that was accepted for
@@ -120,7 +120,8 @@ class Search:
 
     def next_move(self) -> Move | None:
         """The most promising untried move. Two-knob moves join once no one-knob move is expected to gain (each
-        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles. The
+        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles; at equal
+        promise the move of fewer changes goes first. The
         winning bucket's part of a move that helped one bucket and cost another goes first: it was measured. Once
         every one- and two-knob step has been measured, the search widens (heuristic/widen.py)."""
         moves = self._splits() + self._singles() + self._presets()
@@ -128,7 +129,7 @@ class Search:
             moves += self._pairs()
         if not moves:  # every step around the best measured: the near misses together, then values further away
             moves = widen.combined(self) or widen.far_singles(self)
-        return min(moves, key=lambda m: (-m.score, _jitter(self.seed, m.point))) if moves else None
+        return min(moves, key=lambda m: (-m.score, len(m.changes), _jitter(self.seed, m.point))) if moves else None
 
     def next_moves(self, count: int) -> list[Move]:
         """Up to `count` moves, each the one `next_move` would give were the ones before it tried with no outcome
@@ -266,8 +267,10 @@ class Search:
             if trial.status == "correct" and not trial.accepted and self.incumbent_fitness > 0 \
                     and trial.fitness >= NEAR_MISS * self.incumbent_fitness:
                 near = {k: v for k, v in trial.point.items() if self.incumbent.get(k) != v}
-                if near and all(diff.get(k, (None, None))[1] == v for k, v in near.items()) and len(diff) > len(near):
-                    bonus += 0.02
+                if near and all(diff.get(k, (None, None))[1] == v for k, v in near.items()) and len(diff) > len(near) \
+                        and all(self.tried(dict(self.incumbent, **{k: after}))
+                                for k, (_, after) in diff.items() if k not in near):
+                    bonus += 0.02  # a near miss with a partner measured alone; an untried partner goes alone first
         return bonus
 
 
