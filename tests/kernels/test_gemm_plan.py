@@ -156,6 +156,21 @@ def test_the_estimate_charges_waves_and_partials():
     assert g["_time"](wide, 320, 264, 3, 128, H200_SMS) == 2 * 128 + 2 * (43 + 4 * g["PARTIAL_STEPS"])
 
 
+# Shapes of a 7B model's layers (Qwen2.5-7B: qkv 4608 x 3584, o 3584 x 3584) timed with every width and tail side by
+# side on the H200 (BENCHMARKS.md): (rows, width, tiles, whole, splits) of the fastest, and its speedup there.
+MODEL_LAYERS = {
+    (4096, 3584, 3584): ((128, 256, 448, 396, 2), 1.006),  # 128 wide whole: 0.947
+    (4096, 4608, 3584): ((128, 256, 576, 528, 2), 0.969),  # 192 wide whole: 0.939
+    (1024, 4608, 3584): ((128, 192, 192, 132, 2), 0.884),  # 128 wide, tail in 2: 0.818
+}
+
+
+@pytest.mark.parametrize("shape", MODEL_LAYERS, ids=lambda s: "x".join(map(str, s)))
+def test_the_width_rates_pick_what_ran_fastest_on_a_models_layers(shape):
+    plan = seed_globals()["plan"](*shape, H200_SMS)
+    assert (plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits) == MODEL_LAYERS[shape][0]
+
+
 def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
     plan = seed_globals(STREAM_K=False)["plan"](896, 2368, 8192, H200_SMS)  # 7 x 19 tiles of 128 x 128 on 132 SMs
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)

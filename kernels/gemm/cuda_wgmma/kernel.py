@@ -37,11 +37,15 @@ FEW = dict(
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
 #    more A per product). A 256-wide tile filling 61% of its one wave lost to a 192-wide filling 82% (0.78 vs
 #    0.88x), and 48% to a 128-wide filling 97% (0.62 vs 0.94x); at equal fill the 256-wide won (1.00 vs 0.91x).
+#    The rates are fitted to whole tiles of each width timed side by side on a 7B model's layers (4096 x 4608 x
+#    3584, 4096 x 3584 x 3584, 1024 x 4608 x 3584 on the H200: 0.920-0.923 for 192, 0.877-0.885 for 128); at
+#    0.97 and 0.93 the estimate sent 4096 x 3584 x 3584 to 128-wide whole tiles (0.947x cuBLAS), where the
+#    256-wide with its last wave split in two ran 1.006x.
 BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
 STAGES = 3  # avo: tune 2 3 4 5 6
 FIT_WIDTHS = True  # avo: tune False True
-WIDTH_RATE = {256: 1.0, 192: 0.97, 128: 0.93}
+WIDTH_RATE = {256: 1.0, 192: 0.92, 128: 0.88}
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
@@ -63,9 +67,10 @@ MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
 #    tile, bound by reading B rather than by its waves (64 x 57344 x 8192: 3.4 waves, 1.12x unsplit). The tail
 #    itself is not timed yet: the estimates are 335 against 344 steps (1024 x 10240 x 8192: 256 wide with the tail,
 #    against 128 wide whole) and 98.5 against 99.0 (256 x 10240 x 8192: 128 wide, 28 tiles in 4 parts, against 192
-#    wide whole).
+#    wide whole). Timed since (BENCHMARKS.md), a tail in two on 256-wide tiles read 0.969 against 0.939 for the
+#    192-wide whole tiles at 4096 x 4608 x 3584, an estimated 4.6% saving: TAIL_GAIN is 4%.
 TAIL_SPLITS = 4  # avo: tune 1 2 4 8
-TAIL_GAIN = 0.05
+TAIL_GAIN = 0.04
 # 5. Stream-K where even a split tail leaves the last wave ragged: the tiles past the full waves (or past all but
 #    up to STREAM_WAVES - 1 of them, so that the pieces are longer) have their K-steps dealt out in equal contiguous
 #    runs, one per block, so every SM ends within a step of the others: 80 tiles of 128 steps (256 x 10240 x 8192)
