@@ -171,6 +171,24 @@ def test_the_width_rates_pick_what_ran_fastest_on_a_models_layers(shape):
     assert (plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits) == MODEL_LAYERS[shape][0]
 
 
+def test_the_width_rates_are_knobs_an_evolve_can_move(tmp_path):
+    """RATE_128 written back to its former 0.93, as the heuristic agent's editor writes a knob: 4096 x 3584 x 3584
+    goes back to the 128-wide whole tiles it took before the rates were refitted."""
+    import shutil
+
+    from avo.agent.heuristic.knobs import parse_knobs, point_of, render
+
+    folder = tmp_path / "rate"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "kernel.py").read_text()
+    knobs = point_of(parse_knobs(source))
+    assert {k: knobs[k] for k in ("RATE_192", "RATE_128", "TAIL_GAIN", "PARTIAL_STEPS")} == \
+        {"RATE_192": 0.92, "RATE_128": 0.88, "TAIL_GAIN": 0.04, "PARTIAL_STEPS": 5}
+    (folder / "kernel.py").write_text(render(source, {"RATE_128": 0.93}))
+    plan = load_entry(folder, "gemm").__globals__["plan"](4096, 3584, 3584, H200_SMS)
+    assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 896, 896, 1)
+
+
 def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
     plan = seed_globals(STREAM_K=False)["plan"](896, 2368, 8192, H200_SMS)  # 7 x 19 tiles of 128 x 128 on 132 SMs
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)

@@ -40,12 +40,15 @@ FEW = dict(
 #    The rates are fitted to whole tiles of each width timed side by side on a 7B model's layers (4096 x 4608 x
 #    3584, 4096 x 3584 x 3584, 1024 x 4608 x 3584 on the H200: 0.920-0.923 for 192, 0.877-0.885 for 128); at
 #    0.97 and 0.93 the estimate sent 4096 x 3584 x 3584 to 128-wide whole tiles (0.947x cuBLAS), where the
-#    256-wide with its last wave split in two ran 1.006x.
+#    256-wide with its last wave split in two ran 1.006x. They are knobs: where a workload's shapes say otherwise,
+#    an evolve can move them (and with them the choice of width wherever the estimate is close).
 BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
 STAGES = 3  # avo: tune 2 3 4 5 6
 FIT_WIDTHS = True  # avo: tune False True
-WIDTH_RATE = {256: 1.0, 192: 0.92, 128: 0.88}
+RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
+RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
+WIDTH_RATE = {256: 1.0, 192: RATE_192, 128: RATE_128}
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
@@ -70,7 +73,7 @@ MIN_SPLIT_STEPS = 128  # avo: tune 64 128 256
 #    wide whole). Timed since (BENCHMARKS.md), a tail in two on 256-wide tiles read 0.969 against 0.939 for the
 #    192-wide whole tiles at 4096 x 4608 x 3584, an estimated 4.6% saving: TAIL_GAIN is 4%.
 TAIL_SPLITS = 4  # avo: tune 1 2 4 8
-TAIL_GAIN = 0.04
+TAIL_GAIN = 0.04  # avo: tune 0.02 0.04 0.08
 # 5. Stream-K where even a split tail leaves the last wave ragged: the tiles past the full waves (or past all but
 #    up to STREAM_WAVES - 1 of them, so that the pieces are longer) have their K-steps dealt out in equal contiguous
 #    runs, one per block, so every SM ends within a step of the others: 80 tiles of 128 steps (256 x 10240 x 8192)
@@ -94,7 +97,7 @@ MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too litt
 # sum), PARTIAL_STEPS k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles
 # of 1024 x 10240 in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps
 # where 3 waves of 128 took 384: 15.5 more per unit for 3 partials.
-PARTIAL_STEPS = 5
+PARTIAL_STEPS = 5  # avo: tune 3 5 8
 
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
 CONSUMERS = 2  # wgmma warpgroups per block of the large tile (BLOCK_M / CONSUMERS rows each)
