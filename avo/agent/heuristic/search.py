@@ -6,10 +6,10 @@ or dropped. Moves are ranked by the gain the rule model expects (sharpened by pr
 continuing in the direction that was last accepted and for pairing a near-miss with a change measured alone (an
 unmeasured change is tried alone first); known-good configurations for the GPU are offered as one jump. Once no
 one-knob move is expected to gain, two-knob moves join the ranking; when no move is left, the search widens
-(widen.py), and it is over once that has none either. A point is never tried twice, whatever its outcome, and a shared-memory failure lowers the shared-memory bound for
-every later point. Measurement beats the model: a move that makes again every change of a set that lost when
-measured (from any incumbent), or that undoes a change that was accepted for a measured gain, is expected to lose as
-much, so it waits until no other move promises a gain.
+(widen.py), and it is over once that has none either. A point is never tried twice, whatever its outcome, and a
+shared-memory failure lowers the shared-memory bound for every later point. Measurement beats the model: a move that
+makes again every change of a set that lost when measured (from any incumbent), or that undoes a change that was
+accepted for a measured gain, is expected to lose as much, so it waits until no other move promises a gain.
 """
 
 from __future__ import annotations
