@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from avo.agent.buckets import annotate_folder
+from avo.agent.heuristic import knobs as knob_lines
 from avo.evaluate.result import weighted_error
 from avo.agent import unsafe_files
 from avo.util import procs
@@ -113,7 +114,12 @@ def decide(ctx: ToolContext, cid: str, result, candidate: Path | None = None) ->
     margin = noise(result, best_result)
     split = bucket_verdict(result, best_result)
     if split and split[0] == "mixed":
-        return False, f"not accepted: {split[1]} (its winning bucket's part alone may pay)"
+        with procs.temp_dir("best") as tmp:
+            ctx.lineage.checkout(best, Path(tmp))
+            shared = moves_only_shared_knobs(candidate or ctx.workspace, Path(tmp))
+        if not shared:
+            return False, f"not accepted: {split[1]} (its winning bucket's part alone may pay)"
+        split = None  # no table entry moved, so there is no part to try alone: the geomean decides
     if result.fitness <= best_result.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: fitness {result.fitness:.4g} does not beat best {best} "
                        f"({best_result.fitness:.4g}) by more than the noise ({margin:.1%})")
@@ -140,6 +146,28 @@ def bucket_verdict(result, incumbent) -> tuple[str, str] | None:
     return ("gain", f"bucket {', '.join(gains)} gains, no bucket loses beyond its noise") if gains else None
 
 
+def moves_only_shared_knobs(candidate: Path, incumbent: Path) -> bool:
+    """Whether `candidate` is `incumbent` with only knobs outside any table entry set otherwise (every other file
+    and line the same): a move with no bucket's part to try alone. Where one bucket gains and another loses, such a
+    move is decided by the geomean over every case, as the user's fitness is; a move of a table entry is not."""
+    try:
+        files = {p.relative_to(incumbent) for p in incumbent.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        if files != {p.relative_to(candidate) for p in candidate.rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts}:
+            return False
+        if any((incumbent / f).read_bytes() != (candidate / f).read_bytes() for f in files if f != Path("kernel.py")):
+            return False
+        before, after = (incumbent / "kernel.py").read_text(), (candidate / "kernel.py").read_text()
+        knobs = knob_lines.parse_knobs(before)
+        point = knob_lines.point_of(knob_lines.parse_knobs(after))
+        if {k.name for k in knobs} != set(point) or knob_lines.render(before, point) != after:
+            return False
+    except (OSError, ValueError, SyntaxError):
+        return False
+    changed = {k.name for k in knobs if k.value != point[k.name]}
+    return bool(changed) and all(k.bucket is None for k in knobs if k.name in changed)
+
+
 def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Path | None = None) -> tuple[bool, str]:
     """Re-run the candidate interleaved with the best (or alone, when there is none) and decide on that."""
     ctx.run.append_event("confirm_start", cid=cid, against=best)
@@ -149,6 +177,7 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
         again, incumbent_again = ctx.evaluator.confirm(candidate or ctx.workspace, incumbent)
         annotate_folder(again, candidate or ctx.workspace, getattr(ctx, "config", None))
         annotate_folder(incumbent_again, incumbent, getattr(ctx, "config", None))
+        shared = best is not None and moves_only_shared_knobs(candidate or ctx.workspace, incumbent)
     ctx.state.last_confirm = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
                                  "incumbent": incumbent_again.model_dump(mode="json")}
     if again.status != "correct":
@@ -162,7 +191,9 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
     margin = noise(again, incumbent_again)
     split = bucket_verdict(again, incumbent_again)
     if split and split[0] == "mixed":
-        return False, f"not accepted: side by side, {split[1]} (its winning bucket's part alone may pay)"
+        if not shared:
+            return False, f"not accepted: side by side, {split[1]} (its winning bucket's part alone may pay)"
+        split = None
     if again.fitness <= incumbent_again.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: side by side, {again.fitness:.4g} vs best {best} {incumbent_again.fitness:.4g}"
                        f" is within the noise ({margin:.1%})")

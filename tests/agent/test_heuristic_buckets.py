@@ -284,3 +284,59 @@ def test_each_attention_entry_is_read_at_its_own_head_dim_and_consumer_count():
         assert smem_bytes(read, search.incumbent) == build.smem - 2048, name
     # The whole kernel keeps its own consumer count: one entry's WARPGROUPS sizes no other entry's tile.
     assert tile(shape, search.incumbent)[0] == 128
+
+
+SHARED = SEED.replace('SMALL_M = 64\n', 'SMALL_M = 64\nGROUP_M = 8  # avo: tune 4 8 16\n')
+
+
+def _folders(tmp_path: Path, best_text: str, candidate_text: str, extra: str | None = None) -> tuple[Path, Path]:
+    best, candidate = tmp_path / "best", tmp_path / "candidate"
+    for folder, text in ((best, best_text), (candidate, candidate_text)):
+        folder.mkdir(parents=True)
+        (folder / "kernel.py").write_text(text)
+        (folder / "notes.txt").write_text("same")
+    if extra is not None:
+        (candidate / "notes.txt").write_text(extra)
+    return best, candidate
+
+
+@pytest.mark.parametrize("candidate, shared", [
+    (render(SHARED, {"GROUP_M": 16}), True),  # a knob every bucket shares
+    (render(SHARED, {"BLOCK_M@large": 128}), False),  # a table entry: its bucket's part can be tried alone
+    (render(SHARED, {"GROUP_M": 16, "BLOCK_M@small": 32}), False),
+    (SHARED, False),  # nothing moved
+    (render(SHARED, {"GROUP_M": 16}).replace("return a @ b", "return b @ a"), False),  # code beside the knob
+])
+def test_only_a_move_of_shared_knobs_has_no_part_to_try_alone(tmp_path, candidate, shared):
+    from avo.agent.acceptance import moves_only_shared_knobs
+
+    best, folder = _folders(tmp_path, SHARED, candidate)
+    assert moves_only_shared_knobs(folder, best) is shared
+    assert not moves_only_shared_knobs(*reversed(_folders(tmp_path / "x", SHARED, candidate, extra="other")))
+
+
+@pytest.mark.parametrize("move, accepted", [({"GROUP_M": 16}, True), ({"BLOCK_M@large": 128}, False)])
+def test_a_mixed_move_of_shared_knobs_is_decided_by_the_geomean(tmp_path, move, accepted):
+    """Small cases +30%, large -10% (geomean +8%): a table entry's move is refused (its winning part goes alone); a
+    shared knob's has no part to try alone, so the geomean decides and the side-by-side re-run confirms it."""
+    import shutil
+    from types import SimpleNamespace
+
+    from avo.agent.acceptance import decide
+
+    where = {"a": "small", "b": "small", "c": "large", "d": "large"}
+    best_result = result_of({"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}, where)
+    mixed = result_of({"a": 1.3, "b": 1.3, "c": 0.9, "d": 0.9}, where)
+    best, candidate = _folders(tmp_path, SHARED, render(SHARED, move))
+
+    class Evaluator:
+        def confirm(self, candidate_dir, incumbent_dir):
+            return mixed, best_result
+
+    run = SimpleNamespace(load_eval=lambda cid: best_result, append_event=lambda kind, **fields: None)
+    ctx = SimpleNamespace(run=run, evaluator=Evaluator(), state=SimpleNamespace(last_confirm=None),
+                          workspace=candidate, lineage=SimpleNamespace(
+                              best="c0001", checkout=lambda cid, dest: shutil.copytree(best, dest, dirs_exist_ok=True)))
+    ok, why = decide(ctx, "c0002", mixed, candidate)
+    assert ok is accepted, why
+    assert ("small +30.0%" in why) is not accepted

@@ -326,3 +326,14 @@ def test_stream_k_below_its_rows_is_what_the_knob_says():
     plan = g["plan"](256, 10240, 8192, H200_SMS)
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream) == (128, 160, 0, 2, 132)
     assert seed_globals()["plan"](256, 10240, 8192, H200_SMS).stream == 0
+
+
+def test_the_bucket_rule_groups_the_large_tiles_shapes_by_rows():
+    """The heuristic judges a move group by group (avo/agent/acceptance.py): the wide suite's five row counts are
+    five groups, read from the rule as the agent reads it, and only the few-token group has an entry of its own."""
+    from avo.agent.buckets import case_buckets
+
+    found = case_buckets((SEED / "kernel.py").read_text(), cases("wide", "bench"))
+    assert {name.split("x")[0]: b for name, b in found.items()} == {
+        "64": "few", "256": "rows256", "1024": "rows1024", "4096": "rows4096", "8192": "rows16384",
+        "16384": "rows16384"}

@@ -254,8 +254,17 @@ def _workspace(device, stream: int, partial_floats: int, counters: int):
 
 
 def bucket(M, N, K):
-    """The entry a shape takes: the few-token tile, or the 128-row one (avo's heuristic reads this rule too)."""
-    return "few" if M <= FEW_ROWS else "large"
+    """The entry a shape takes: the few-token tile, or the 128-row one, whose shapes fall in groups of rows (up to
+    256, 1024, 4096, 16384, more) that share its configuration. avo's heuristic reads this rule and judges a move
+    group by group: one that pays on a model's 4096-row layers and costs nothing elsewhere counts, even where it
+    moves the geomean over every shape by less than the noise."""
+    if M <= FEW_ROWS:
+        return "few"
+    if M <= 1024:
+        return "rows256" if M <= 256 else "rows1024"
+    if M <= 16384:
+        return "rows4096" if M <= 4096 else "rows16384"
+    return "rows_more"
 
 
 def plan(M: int, N: int, K: int, sms: int) -> Plan:
