@@ -121,10 +121,10 @@ class Search:
 
     def next_move(self) -> Move | None:
         """The most promising untried move. Two-knob moves join once no one-knob move is expected to gain (each
-        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles; at equal
-        promise the move of fewer changes goes first. The
-        winning bucket's part of a move that helped one bucket and cost another goes first: it was measured. Once
-        every one- and two-knob step has been measured, the search widens (heuristic/widen.py)."""
+        dimension has been pushed as far as it pays), so a promising pair goes before the unpromising singles; at
+        equal promise the move of fewer changes goes first. The winning bucket's part of a move that helped one
+        bucket and cost another goes first: it was measured. Once every one- and two-knob step has been measured,
+        the search widens (heuristic/widen.py)."""
         moves = self._splits() + self._singles() + self._presets()
         if not moves or max(m.score for m in moves) <= 0:
             moves += self._pairs()
