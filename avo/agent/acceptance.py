@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from avo.agent.buckets import annotate_folder
 from avo.agent.heuristic import knobs as knob_lines
 from avo.evaluate.result import weighted_error
+from avo.run.lineage.records import content_hash
 from avo.agent import unsafe_files
-from avo.util import procs
+from avo.util import procs, safe_files
 from avo.util.format import number
 
 if TYPE_CHECKING:
@@ -112,14 +113,9 @@ def decide(ctx: ToolContext, cid: str, result, candidate: Path | None = None) ->
             return confirm(ctx, cid, result, None, candidate)
         return True, "accepted: first correct candidate"
     margin = noise(result, best_result)
-    split = bucket_verdict(result, best_result)
+    split = _split(result, best_result, lambda: _moves_only_shared_knobs_from(ctx, best, candidate or ctx.workspace))
     if split and split[0] == "mixed":
-        with procs.temp_dir("best") as tmp:
-            ctx.lineage.checkout(best, Path(tmp))
-            shared = moves_only_shared_knobs(candidate or ctx.workspace, Path(tmp))
-        if not shared:
-            return False, f"not accepted: {split[1]} (its winning bucket's part alone may pay)"
-        split = None  # no table entry moved, so there is no part to try alone: the geomean decides
+        return False, f"not accepted: {split[1]} (its winning bucket's part alone may pay)"
     if result.fitness <= best_result.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: fitness {result.fitness:.4g} does not beat best {best} "
                        f"({best_result.fitness:.4g}) by more than the noise ({margin:.1%})")
@@ -151,21 +147,29 @@ def moves_only_shared_knobs(candidate: Path, incumbent: Path) -> bool:
     and line the same): a move with no bucket's part to try alone. Where one bucket gains and another loses, such a
     move is decided by the geomean over every case, as the user's fitness is; a move of a table entry is not."""
     try:
-        files = {p.relative_to(incumbent) for p in incumbent.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-        if files != {p.relative_to(candidate) for p in candidate.rglob("*")
-                     if p.is_file() and "__pycache__" not in p.parts}:
-            return False
-        if any((incumbent / f).read_bytes() != (candidate / f).read_bytes() for f in files if f != Path("kernel.py")):
-            return False
-        before, after = (incumbent / "kernel.py").read_text(), (candidate / "kernel.py").read_text()
+        before = safe_files.read_file(incumbent, "kernel.py")[0].decode()
+        after = safe_files.read_file(candidate, "kernel.py")[0]
         knobs = knob_lines.parse_knobs(before)
-        point = knob_lines.point_of(knob_lines.parse_knobs(after))
-        if {k.name for k in knobs} != set(point) or knob_lines.render(before, point) != after:
-            return False
-    except (OSError, ValueError, SyntaxError):
+        point = knob_lines.point_of(knob_lines.parse_knobs(after.decode()))
+        same_else = content_hash(incumbent, {"kernel.py": knob_lines.render(before, point).encode()}) \
+            == content_hash(candidate)
+    except (OSError, ValueError, SyntaxError):  # unreadable, not a knob file, a link (UnsafeFile)
         return False
     changed = {k.name for k in knobs if k.value != point[k.name]}
-    return bool(changed) and all(k.bucket is None for k in knobs if k.name in changed)
+    return same_else and bool(changed) and all(k.bucket is None for k in knobs if k.name in changed)
+
+
+def _split(result, incumbent, shared: Callable[[], bool]) -> tuple[str, str] | None:
+    """bucket_verdict, except that a mixed one reads as none where `shared()` (asked only then) says the move set
+    only knobs every bucket shares: it has no bucket's part to try alone, so the whole fitness decides."""
+    split = bucket_verdict(result, incumbent)
+    return None if split and split[0] == "mixed" and shared() else split
+
+
+def _moves_only_shared_knobs_from(ctx: ToolContext, best: str, candidate: Path) -> bool:
+    with procs.temp_dir("best") as tmp:
+        ctx.lineage.checkout(best, Path(tmp))
+        return moves_only_shared_knobs(candidate, Path(tmp))
 
 
 def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Path | None = None) -> tuple[bool, str]:
@@ -177,7 +181,7 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
         again, incumbent_again = ctx.evaluator.confirm(candidate or ctx.workspace, incumbent)
         annotate_folder(again, candidate or ctx.workspace, getattr(ctx, "config", None))
         annotate_folder(incumbent_again, incumbent, getattr(ctx, "config", None))
-        shared = best is not None and moves_only_shared_knobs(candidate or ctx.workspace, incumbent)
+        split = _split(again, incumbent_again, lambda: moves_only_shared_knobs(candidate or ctx.workspace, incumbent))
     ctx.state.last_confirm = {"cid": cid, "against": best, "candidate": again.model_dump(mode="json"),
                                  "incumbent": incumbent_again.model_dump(mode="json")}
     if again.status != "correct":
@@ -189,11 +193,8 @@ def confirm(ctx: ToolContext, cid: str, result, best: str | None, candidate: Pat
     if incumbent_again.status != "correct":
         return _against_recorded_best(ctx, best, again, incumbent_again)
     margin = noise(again, incumbent_again)
-    split = bucket_verdict(again, incumbent_again)
     if split and split[0] == "mixed":
-        if not shared:
-            return False, f"not accepted: side by side, {split[1]} (its winning bucket's part alone may pay)"
-        split = None
+        return False, f"not accepted: side by side, {split[1]} (its winning bucket's part alone may pay)"
     if again.fitness <= incumbent_again.fitness * (1 + margin) and split is None:
         return False, (f"not accepted: side by side, {again.fitness:.4g} vs best {best} {incumbent_again.fitness:.4g}"
                        f" is within the noise ({margin:.1%})")

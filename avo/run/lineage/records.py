@@ -47,11 +47,12 @@ def candidate_files(src_dir: Path) -> list[tuple[str, os.stat_result]]:
     return safe_files.regular_files(Path(src_dir), left_out)
 
 
-def content_hash(src_dir: Path) -> str:
-    """Hash of a candidate's files (paths, executable bits, bytes): equal for identical sources."""
+def content_hash(src_dir: Path, replaced: dict[str, bytes] | None = None) -> str:
+    """Hash of a candidate's files (paths, executable bits, bytes): equal for identical sources. `replaced`: the
+    bytes to hash instead of some files' own (the hash of the candidate those edits would make)."""
     def read(rel: str) -> tuple[str, bool, bytes]:
         data, st = safe_files.read_file(Path(src_dir), rel)
-        return rel, bool(st.st_mode & stat.S_IXUSR), data
+        return rel, bool(st.st_mode & stat.S_IXUSR), (replaced or {}).get(rel, data)
     return hash_files(read(rel) for rel, _ in candidate_files(src_dir))
 
 

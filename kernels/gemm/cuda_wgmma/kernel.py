@@ -260,11 +260,13 @@ def bucket(M, N, K):
     moves the geomean over every shape by less than the noise."""
     if M <= FEW_ROWS:
         return "few"
+    if M <= 256:
+        return "rows256"
     if M <= 1024:
-        return "rows256" if M <= 256 else "rows1024"
-    if M <= 16384:
-        return "rows4096" if M <= 4096 else "rows16384"
-    return "rows_more"
+        return "rows1024"
+    if M <= 4096:
+        return "rows4096"
+    return "rows16384" if M <= 16384 else "rows_more"
 
 
 def plan(M: int, N: int, K: int, sms: int) -> Plan:
