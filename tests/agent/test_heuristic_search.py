@@ -458,3 +458,28 @@ def test_a_near_miss_is_not_paired_with_changes_never_measured_alone():
             search.record(Trial(point=m.point, status="correct", fitness=0.99 if m.point == partner else 0.9))
     first = search.next_move()
     assert first.point == {**partner, "MMA_LAG": near["MMA_LAG"]}, first.describe()
+
+
+def test_a_change_that_lost_past_a_near_miss_is_not_paired_with_untried_knobs():
+    """On the H200 (Llama-3.2-1B's layers) the GEMM seed's MMA_LAG, which the rules expect to gain, lost 1.9%: under
+    the 2% noise line for gains, but past a near miss. The search then paired it with each of 23 other knobs before
+    trying any of them alone, every pair below the baseline. Measured beats modelled: those knobs go alone first."""
+    from avo.agent.heuristic.history import Outcome
+    from avo.agent.heuristic.measured import change_losses
+    from avo.agent.heuristic.rules import Shape, fixed_roles, roles
+    from avo.agent.heuristic.search import Search, Trial
+
+    text = (Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma" / "kernel.py").read_text()
+    knobs = parse_knobs(text)
+    seed = point_of(knobs)
+    lost = dict(seed, MMA_LAG=True)
+    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+
+    def search(fitness: float) -> Search:
+        outcomes = [Outcome("c0000", seed, "correct", 0.976, True), Outcome("c0001", lost, "correct", fitness, False)]
+        s = Search(knobs=knobs, shape=shape, incumbent=seed, incumbent_fitness=0.976, losses=change_losses(outcomes))
+        s.record(Trial(point=lost, status="correct", fitness=fitness))
+        return s
+
+    moves = search(0.958).next_moves(12)
+    assert len(moves) == 12 and not [m for m in moves if m.point["MMA_LAG"]], [m.describe() for m in moves]

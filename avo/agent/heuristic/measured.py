@@ -9,13 +9,18 @@ from avo.agent.heuristic.knobs import Knob, Value, base_name, bucket_of
 from avo.agent.heuristic.rules import smem_failure
 
 MIN_LOSS = 0.02
-"""A measured loss smaller than this is noise, not evidence against the change (see change_losses)."""
+"""A measured gain or a bucket's loss smaller than this is noise, not evidence (see change_losses, winning_parts)."""
+HELD_LOSS = 0.01
+"""A point not accepted that scored more than this below its incumbent (past a near miss, which may pay beside
+another change) was measured to lose: a later move that makes its changes again is held back. On the H200 a GEMM
+move the rules expected to gain (MMA_LAG) lost 1.9%, under MIN_LOSS, and the search then paired it with each of 23
+other knobs, every pair lower than the baseline, before it tried those knobs alone."""
 
 
 def change_losses(outcomes: list) -> dict[frozenset, float]:
     """What knob changes cost when they were measured: walking the outcomes in order (each with .point, .status,
     .fitness, .accepted; the first correct one is the baseline), a correct point that scored below the incumbent of
-    its time by more than MIN_LOSS records its relative loss under the set of changes that made it; an accepted point
+    its time by more than HELD_LOSS records its relative loss under the set of changes that made it; an accepted point
     that gained more than MIN_LOSS records, under the changes that undo it, the loss of going back; a point that failed
     records a loss of 1 under its changes. A later move that makes all of the changes of a set again (from any
     incumbent) is held back by it; the largest such loss counts."""
@@ -32,7 +37,7 @@ def change_losses(outcomes: list) -> dict[frozenset, float]:
             if changed and best > 0 and fitness > best * (1.0 + MIN_LOSS):
                 note([(k, after, before) for k, before, after in changed], 1.0 - best / fitness)
             continue
-        if best > 0 and changed and fitness < best * (1.0 - MIN_LOSS):
+        if best > 0 and changed and fitness < best * (1.0 - HELD_LOSS):
             note(changed, 1.0 - fitness / best)
     for o, incumbent in _failures(outcomes):  # a change that broke the kernel loses everything, made again
         changed = [(k, incumbent.get(k), v) for k, v in o.point.items() if incumbent.get(k) != v]
