@@ -473,13 +473,9 @@ def test_a_change_that_lost_past_a_near_miss_is_not_paired_with_untried_knobs():
     knobs = parse_knobs(text)
     seed = point_of(knobs)
     lost = dict(seed, MMA_LAG=True)
-    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
-
-    def search(fitness: float) -> Search:
-        outcomes = [Outcome("c0000", seed, "correct", 0.976, True), Outcome("c0001", lost, "correct", fitness, False)]
-        s = Search(knobs=knobs, shape=shape, incumbent=seed, incumbent_fitness=0.976, losses=change_losses(outcomes))
-        s.record(Trial(point=lost, status="correct", fitness=fitness))
-        return s
-
-    moves = search(0.958).next_moves(12)
+    outcomes = [Outcome("c0000", seed, "correct", 0.976, True), Outcome("c0001", lost, "correct", 0.958, False)]
+    search = Search(knobs=knobs, shape=Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs)),
+                    incumbent=seed, incumbent_fitness=0.976, losses=change_losses(outcomes))
+    search.record(Trial(point=lost, status="correct", fitness=0.958))
+    moves = search.next_moves(12)
     assert len(moves) == 12 and not [m for m in moves if m.point["MMA_LAG"]], [m.describe() for m in moves]

@@ -22,6 +22,7 @@ from typing import Callable
 
 from avo.agent.heuristic import blackwell, widen
 from avo.agent.heuristic.knobs import Knob, Point, Value, bucket_of, point_key
+from avo.agent.heuristic.measured import HELD_LOSS
 from avo.agent.heuristic.rules import (Facts, Shape, accumulator_registers, infeasible, roles, smem_bytes,
                                        smem_failure)
 from avo.agent.heuristic.speed import Estimate, estimate
@@ -41,8 +42,9 @@ PRESETS: dict[str, list[tuple[str, dict[str, int]]]] = {
     ],
 }
 
-NEAR_MISS = 0.99
-"""A correct point within 1% of the incumbent that was not accepted may pay in combination."""
+NEAR_MISS = 1.0 - HELD_LOSS
+"""A correct point within 1% of the incumbent that was not accepted may pay in combination; one further below is a
+measured loss (measured.HELD_LOSS), held back instead."""
 
 
 @dataclass
