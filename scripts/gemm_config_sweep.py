@@ -13,8 +13,10 @@ last full wave and past the last two, with up to 1, 4 or 8 tiles of a tile colum
 (`stream256w1l8`: 256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or
 all of them (`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its
 own plan and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to
-`--tall-max-m` rows.
+`--tall-max-m` rows. `--variant LABEL:KNOB=VALUE,...` (repeatable) adds to `--plans` the seed's own plan with those
+knobs set (bucketed entries as KNOB@BUCKET), to see which entry pays in which group of rows.
 
+    python3 scripts/gemm_config_sweep.py --plans --shapes 1024x3072x2048 --variant deep:STAGES_192=4
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
     python3 scripts/gemm_config_sweep.py --plans --suite wide --max-m 16384
     python3 scripts/gemm_config_sweep.py --plans --shapes 1024x10240x8192,256x10240x8192
@@ -115,7 +117,7 @@ def options(args, m: int) -> list[tuple[str, str, int]]:
     if args.plans or args.stream:
         few = m <= 64
         tall = args.stream and not few and m <= args.tall_max_m
-        return [(name, "own", 0) for name in PLANS] + \
+        return [(name, "own", 0) for name in (*PLANS, *args.variant)] + \
             [(stream_name(*forced), "stream", forced[:2]) for forced in (FEW_STREAMS if few else STREAMS)
              if args.stream] + \
             [("tall", "own", 0)] * tall + \
@@ -134,9 +136,9 @@ def shapes(args) -> list[tuple[str, int, int, int]]:
             if c.params["M"] <= args.max_m]
 
 
-def settings() -> dict[str, dict]:
+def settings(variants: dict[str, dict]) -> dict[str, dict]:
     """Every configuration's knob settings by name."""
-    found = {**PLANS, **VARIANTS, "tall": TALL}
+    found = {**PLANS, **VARIANTS, "tall": TALL, **variants}
     found.update({stream_name(*forced): {"STREAM_LANES": forced[2]} for forced in STREAMS + FEW_STREAMS})
     found.update({stream_name(*forced, prefix="talls"): {**TALL, "STREAM_LANES": forced[2]} for forced in TALL_STREAMS})
     return found
@@ -158,9 +160,12 @@ def main() -> None:
     parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
     parser.add_argument("--stream", action="store_true", help="the plans, and stream-K forced per width and waves")
     parser.add_argument("--tall-max-m", type=int, default=1024, help="--stream: the tall tile up to these rows")
+    parser.add_argument("--variant", type=_variant, action="append", default=[],
+                        help="LABEL:KNOB=VALUE,... the seed's plan with those knobs set, timed with --plans")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    root, known, cfg, gpu = Path(tempfile.mkdtemp()), settings(), EvalConfig(), resolve("auto", "cuda")
+    args.variant = dict(args.variant)
+    root, known, cfg, gpu = Path(tempfile.mkdtemp()), settings(args.variant), EvalConfig(), resolve("auto", "cuda")
     entries: dict = {}
 
     def entry(label: str, name: str, work: str, parts):
@@ -220,6 +225,19 @@ def main() -> None:
 
 def _ints(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
+
+
+def _variant(text: str) -> tuple[str, dict]:
+    import ast
+
+    label, _, knobs = text.partition(":")
+    try:
+        found = {name: ast.literal_eval(value) for name, value in (knob.split("=") for knob in knobs.split(","))}
+    except (ValueError, SyntaxError):
+        found = {}
+    if not label.isidentifier() or not found:
+        raise argparse.ArgumentTypeError(f"{text!r}: give LABEL:KNOB=VALUE,... (e.g. lag:MMA_LAG=True)")
+    return label, found
 
 
 def _shapes(text: str) -> list[tuple[str, int, int, int]]:

@@ -145,6 +145,30 @@ def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     assert "multicasts" in estimate(shape, point, dict(point, CLUSTER_M=2), None).reason
 
 
+def test_a_narrower_widths_own_stages_are_read_at_that_width():
+    """cuda_wgmma's STAGES_192 and STAGES_128 are the pipeline depths of its narrower tiles: the model weighs them
+    by the pipeline table and checks their shared memory at their own width (4 stages fit a 192-wide tile beside
+    its C tile, where they would not fit the 256-wide one), and the first move of the seed is the 192-wide tile's
+    fourth stage (on the H200: 0.968 against 0.921x cuBLAS side by side at 1024 x 3072 x 2048)."""
+    from avo.agent.heuristic.rules import fixed_roles, width_stages
+    from avo.agent.heuristic.search import Search
+    from avo.agent.heuristic.speed import estimate
+
+    text = (KERNELS / "gemm/cuda_wgmma/kernel.py").read_text()
+    knobs = [k for k in parse_knobs(text) if k.bucket is None]
+    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    point = point_of(knobs)
+    assert width_stages(shape, point) == {192: 3, 128: 4}
+    assert width_stages(shape, dict(point, BLOCK_N=192)) == {128: 4}  # 192 is then the widest: STAGES serves it
+    deeper = estimate(shape, point, dict(point, STAGES_192=4), None)
+    assert deeper.gain > 0 and "192-wide tile's 3 -> 4 stages" in deeper.reason
+    assert infeasible(shape, dict(point, STAGES_192=4)) is None
+    assert "shared memory" in infeasible(shape, dict(point, STAGES=4))
+    assert "192-wide tile's 5 stages" in infeasible(shape, dict(point, STAGES_192=5))
+    first = Search(knobs=knobs, shape=shape, incumbent=point, incumbent_fitness=1.0).next_move()
+    assert first.changes == {"STAGES_192": (3, 4)}, first.describe()
+
+
 def test_a_per_shape_entry_stands_for_its_bucket_only():
     """cuda_wgmma's few-token entry (BLOCK_N@few) comes first in the file: the whole kernel is still read with the
     shared 128x256 tile, and a move of the few bucket with its own entry."""

@@ -443,7 +443,7 @@ def test_a_near_miss_is_not_paired_with_changes_never_measured_alone():
                     incumbent=seed, incumbent_fitness=1.0)
     near = dict(seed, MMA_LAG=not seed["MMA_LAG"])
     search.record(Trial(point=near, status="correct", fitness=0.995))
-    moves = search.next_moves(60)
+    moves = search.next_moves(120)  # the pairs the model expects to gain (a narrower width's stages) go first
     alone: set = set()
     for m in moves:
         if m.kind == "single":

@@ -27,6 +27,7 @@ _ROLE_PATTERNS = {
     "o_store": r"o_tma",
     "lanes": r"stream_lanes",
 }
+_WIDTH_STAGES = re.compile(r"stages_(\d+)")
 _CONSTANT = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(\d+)\s*(?:#.*)?$", re.M)
 
 DEFAULT_SMEM_PER_BLOCK = 227 * 1024
@@ -137,6 +138,23 @@ def tile(shape: Shape, point: Point) -> tuple[int, int, int, int, int]:
     return (bm, shape.get(point, "bn", 64), shape.get(point, "bk", 32), warps, shape.get(point, "stages", 2))
 
 
+def width_stages(shape: Shape, point: Point) -> dict[int, int]:
+    """width -> pipeline depth of a GEMM kernel's tile widths narrower than its block_n that take their own (knobs
+    named STAGES_<width>, as gemm/cuda_wgmma's STAGES_192 and STAGES_128: its plan picks a width per shape)."""
+    found, widest = {}, shape.get(point, "bn", 64)
+    for name, value in point.items():
+        match = _WIDTH_STAGES.fullmatch(base_name(name).lower())
+        if match and int(match.group(1)) < widest and isinstance(value, int) and not isinstance(value, bool):
+            found[int(match.group(1))] = value
+    return found
+
+
+def as_width(shape: Shape, point: Point, width: int, stages: int) -> Point:
+    """The point read as its `width`-wide tile with that width's stages."""
+    bn, depth = shape.roles.get("bn"), shape.roles.get("stages")
+    return dict(point, **({bn: width} if bn else {}), **({depth: stages} if depth else {}))
+
+
 def staging_elements(shape: Shape, point: Point) -> int:
     """Elements of the C tile staged in shared memory for a TMA store: the whole tile when a `tma_store` flag is on,
     one of EPILOGUE_SPLIT column slices where that knob exists, none otherwise."""
@@ -185,6 +203,10 @@ def infeasible(shape: Shape, point: Point, smem_cap: int | None = None) -> str |
     need = smem_bytes(shape, point)
     if need > limit:
         return f"needs {need // 1024} KB shared memory > {limit // 1024} KB per block"
+    for width, stages in width_stages(shape, point).items() if shape.kind == "gemm" else ():
+        need = smem_bytes(shape, as_width(shape, point, width, stages))
+        if need > limit:
+            return f"the {width}-wide tile's {stages} stages need {need // 1024} KB shared memory > {limit // 1024} KB"
     regs = accumulator_registers(shape, point)
     if regs > shape.max_registers + 1:
         return f"{regs:.0f} accumulator registers per thread > {shape.max_registers}"

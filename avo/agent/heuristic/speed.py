@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from avo.agent.heuristic.knobs import Point
-from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile
+from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile, width_stages
 
 
 _FLAG_PRIORS = (("overlap", 1.08), ("pingpong", 1.03), ("causal_dynamic", 1.03), ("o_tma", 1.03), ("stream_k", 1.02),
@@ -67,7 +67,10 @@ def modelled_speed(shape: Shape, point: Point) -> tuple[float, dict[str, float]]
         intensity = bm * bn / (bm + bn)
         # wgmma's N extent reaches 256 while M is split across warpgroups: at equal area, wider N is cheaper.
         factors["tile"] = math.sqrt(min(intensity, 96.0) / 96.0) * (1.0 if bn >= bm else 0.99)
-        factors["pipeline"] = _table({1: .55, 2: .84, 3: .98, 4: 1.0, 5: .99, 6: .98}, stages)
+        pipeline = {1: .55, 2: .84, 3: .98, 4: 1.0, 5: .99, 6: .98}
+        factors["pipeline"] = _table(pipeline, stages)
+        for width, depth in width_stages(shape, point).items():  # a narrower width's own stages (rules.width_stages)
+            factors[f"pipeline {width}"] = _table(pipeline, depth)
         factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
         if "group" in shape.roles:
             factors["l2_order"] = .95 if shape.get(point, "group", 1) <= 1 else 1.0
@@ -160,7 +163,8 @@ def _memory_words(facts: Facts) -> str:
 
 def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Point, new: Point) -> str:
     """The effect that moves the model most, in words with its numbers."""
-    deltas = {k: f_new.get(k, 1.0) / f_old.get(k, 1.0) for k in set(f_old) | set(f_new)}
+    deltas = {k: f_new.get(k, 1.0) / f_old.get(k, 1.0) for k in set(f_old) | set(f_new)
+              if not k.startswith("pipeline ") or k in f_old.keys() & f_new.keys()}  # a width both read narrower
     key, ratio = max(deltas.items(), key=lambda kv: (abs(math.log(kv[1])) if kv[1] > 0 else 0, kv[0]))
     if abs(ratio - 1.0) < 1e-9:
         return "no rule predicts this one: measure it"
@@ -178,6 +182,11 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
         if abs(i1 - i0) < 0.5:
             return f"same operand reuse, {'wider' if bn1 > bn0 else 'narrower'} N for the tensor-core instruction"
         return f"{'more' if i1 > i0 else 'less'} operand reuse, {i0:.0f} -> {i1:.0f} MACs per loaded element"
+    if key.startswith("pipeline "):  # a narrower tile width's own stages
+        width = int(key.split()[1])
+        s0, s1 = width_stages(shape, old).get(width), width_stages(shape, new).get(width)
+        return f"the {width}-wide tile's {s0} -> {s1} stages: " + \
+            ("more loads in flight hide global-memory latency" if s1 > s0 else "less pipeline prologue")
     if key == "pipeline":
         if s1 > s0:
             return "more loads in flight hide global-memory latency"

@@ -45,6 +45,15 @@ FEW = dict(
 BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
 STAGES = 3  # avo: tune 2 3 4 5 6
+# The narrower widths' own pipeline depths (where narrower than BLOCK_N): their stages are smaller, so more fit (a
+# 192-wide tile has room for 4, a 128-wide for 6; each build takes what it asks for up to what fits). Deeper pays
+# where a tile's K loop is short and its one wave starts cold: on a 1B model's layers (K = 2048) at 1024 rows, 4
+# stages of the 192-wide tile read 0.968 against 0.921x cuBLAS at 3 side by side (1024 x 3072 x 2048 on the H200,
+# an evolve's confirmation; 0.981 against 0.946 in a sweep); from 4096 rows no difference beyond the noise. The
+# shipped depths are those the bench and wide suites were measured with. (STAGES 4 to 6 on the 256-wide tile run
+# with the 3 that fit; they once failed to launch.)
+STAGES_192 = 3  # avo: tune 2 3 4
+STAGES_128 = 4  # avo: tune 3 4 5 6
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
@@ -99,6 +108,7 @@ MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too litt
 # where 3 waves of 128 took 384: 15.5 more per unit for 3 partials.
 PARTIAL_STEPS = 5  # avo: tune 3 5 8
 
+SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
 CONSUMERS = 2  # wgmma warpgroups per block of the large tile (BLOCK_M / CONSUMERS rows each)
 _KERNELS = {torch.bfloat16: "gemm_bf16", torch.float16: "gemm_fp16"}
@@ -111,9 +121,11 @@ class _Build:
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE), 1 KB to align the ring
-        # to the swizzle atom and 1 KB for barriers.
-        self.smem = (stages * (block_m * BLOCK_K + BLOCK_K * block_n) + (block_m * block_n if TMA_STORE else 0)) * 2 \
-            + 2048
+        # to the swizzle atom and 1 KB for barriers; as many stages as asked where they fit in SMEM_BYTES (a
+        # 256-wide tile has room for 3 beside its C tile, a 192-wide for 4, a 128-wide for 6).
+        fixed, stage = (block_m * block_n if TMA_STORE else 0) * 2 + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
+        stages = max(2, min(stages, (SMEM_BYTES - fixed) // stage))
+        self.smem = stages * stage + fixed
         self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
@@ -130,11 +142,12 @@ class _Build:
 
 
 _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
-# Each width takes STAGES, but a 128-wide tile, whose stages are a third smaller, one more (as swept). With clusters
-# each block of a cluster loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two
-# blocks cannot share it and that width is left out.
+# The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
+# loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
+# and that width is left out.
 _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
-_LARGE = {n: _Build(BLOCK_M, n, STAGES + (n == 128 < BLOCK_N), CONSUMERS, CLUSTER_M) for n in _WIDTHS}
+_LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128}.get(n) if n < BLOCK_N else STAGES, CONSUMERS,
+                    CLUSTER_M) for n in _WIDTHS}
 _SIMPLE = load_module("simple.cu")
 
 _SMS: dict = {}
