@@ -156,7 +156,10 @@ class Evaluator:
         started = time.monotonic()
         worker = self._take_worker()
         if self.prewarm and not self._stopping():
-            self._spare = self._new_worker(gated=True)  # imports while this one runs; the rest once it is done
+            self._spare = self._new_worker(gated=True)  # imports while this one runs
+            if "forbidden" in self.known:  # nothing left to learn from this one: the spare sets up beside it
+                self._spare.release(self.known)
+                worker.hold = _setting_up(self._spare, min(self.limits()["import"], self.limits()["check"] / 2))
         try:
             worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs]})
             try:
@@ -173,7 +176,7 @@ class Evaluator:
             if self._stopping():
                 self.close()
             else:
-                self._spare.release(self.known)  # set up after this one reported: it reuses what that learned
+                self._spare.release(self.known)  # (the first one) set up after this one reported what it learned
         wall = round(time.monotonic() - started, 3)
         for r in results:
             r.wall_s, r.worker, r.node = wall, self.worker, self.node
@@ -263,6 +266,13 @@ class Evaluator:
     def _failure(self, status: str, rule: str, message: str) -> EvalResult:
         return EvalResult(status=status, rule=rule, message=message, device=self.device, gpu=self.gpu.name,
                           ops=spec_ops(self.task_spec))
+
+
+def _setting_up(spare: WorkerProcess, limit_s: float):
+    """A `WorkerProcess.hold` for the evaluation the spare sets up beside: true while the spare is alive and not
+    yet set up, for at most `limit_s` (a set-up that hangs costs that candidate no more)."""
+    deadline = time.monotonic() + limit_s
+    return lambda: spare.alive() and not spare.ready() and time.monotonic() < deadline
 
 
 def evaluate(candidate_dir: Path, task_spec: str, *, device: str, gpu: GpuProfile,

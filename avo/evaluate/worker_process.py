@@ -10,7 +10,11 @@ before the part of the set-up that uses the device (the task, the reference's op
 with it what the evaluation before it learned (`known`); the request follows when a candidate is handed to it. It
 serves exactly one request: the candidate still runs in a process no other candidate has touched. What it learned
 before any candidate code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its
-request. A sandboxed worker's caches start as a copy of what a set-up-only worker built (trusted_cache.py).
+request. Once an earlier worker has reported it, the next worker is let go as soon as the evaluation before it
+starts: it sets up while that one compiles and checks, and that one's check verdicts (which its timing waits for)
+are held until the set-up is done (`hold`), so the two never share the GPU while anything is timed. (A candidate
+that patched its worker not to wait would be timed beside that set-up, the library too, call by call: noise, no
+edge.) A sandboxed worker's caches start as a copy of what a set-up-only worker built (trusted_cache.py).
 
 The verdict comes back on a pipe of its own (the result channel), never through a file: once the candidates are
 scored the worker writes `ready`, the parent answers with a token on stdin that did not exist anywhere in the
@@ -89,6 +93,10 @@ class WorkerProcess:
         self.token = secrets.token_hex(16)
         """Sent only once the worker says `ready` on the result channel, after every candidate's code has run."""
         self._report: str | None = None
+        self.hold: Callable[[], bool] | None = None
+        """While it returns true the judge's verdicts on the check suite wait here. The worker times nothing
+        before they arrive, so the next worker, let go to set up on the same GPU while this one compiles and
+        checks (Evaluator._spawn), is done before this one's timing starts."""
         self._released = False
         self._send(dict(setup, progress_path=str(self.progress_path), spawned_at=time.time()))
         warm_judging()  # while the worker imports its own
@@ -120,8 +128,9 @@ class WorkerProcess:
         """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first
         line, if that is `ready`, send it the token. First, the judge's verdict on each candidate whose check outputs
         are all in."""
-        for line in self.judge.answers():
-            self._send(line)
+        if self.hold is None or not self.hold():
+            for line in self.judge.answers():
+                self._send(line)
         if self._result_fd < 0 or self._closed:  # nothing more can come: only wait (no select spinning on EOF)
             time.sleep(timeout_s)
             return
