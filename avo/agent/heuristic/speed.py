@@ -161,6 +161,12 @@ def _memory_words(facts: Facts) -> str:
     return "memory-bound (" + ", ".join(parts) + ")" if parts else ""
 
 
+def _width_why(width: int, shape: Shape, old: Point, new: Point) -> str:
+    s0, s1 = width_stages(shape, old).get(width), width_stages(shape, new).get(width)
+    return f"the {width}-wide tile's {s0} -> {s1} stages: " + \
+        ("more loads in flight hide global-memory latency" if s1 > s0 else "less pipeline prologue")
+
+
 def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Point, new: Point) -> str:
     """The effect that moves the model most, in words with its numbers."""
     deltas = {k: f_new.get(k, 1.0) / f_old.get(k, 1.0) for k in set(f_old) | set(f_new)
@@ -183,10 +189,7 @@ def _why(f_old: dict[str, float], f_new: dict[str, float], shape: Shape, old: Po
             return f"same operand reuse, {'wider' if bn1 > bn0 else 'narrower'} N for the tensor-core instruction"
         return f"{'more' if i1 > i0 else 'less'} operand reuse, {i0:.0f} -> {i1:.0f} MACs per loaded element"
     if key.startswith("pipeline "):  # a narrower tile width's own stages
-        width = int(key.split()[1])
-        s0, s1 = width_stages(shape, old).get(width), width_stages(shape, new).get(width)
-        return f"the {width}-wide tile's {s0} -> {s1} stages: " + \
-            ("more loads in flight hide global-memory latency" if s1 > s0 else "less pipeline prologue")
+        return _width_why(int(key.split()[1]), shape, old, new)
     if key == "pipeline":
         if s1 > s0:
             return "more loads in flight hide global-memory latency"
