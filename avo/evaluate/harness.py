@@ -64,7 +64,9 @@ class Evaluator:
     """Scores candidates for one task on one device; each evaluation in a fresh child process.
 
     `prewarm`: keep the next worker process started and set up (worker_process.py) while the caller is busy, so
-    the next evaluation skips the start-up. `env`: extra environment for the workers (e.g. CUDA_VISIBLE_DEVICES
+    the next evaluation skips the start-up; with `overlap` (default: on a GPU) the next one sets up beside the
+    evaluation in progress, whose timing waits for it. (Under the interpreter the CPU is what is timed: there the
+    next one sets up once the evaluation is done.) `env`: extra environment for the workers (e.g. CUDA_VISIBLE_DEVICES
     pinning them to one GPU). `known`: a dict shared with other evaluators of the same task, filled with what a
     worker learned before any candidate ran in it (the reference's ops), so later workers need not record it
     again. `stop`: set it to kill the evaluation in progress (the run is ending). `worker` and `node` label every
@@ -74,7 +76,7 @@ class Evaluator:
     def __init__(self, task_spec: str, *, device: str, gpu: GpuProfile, config: EvalConfig | None = None,
                  prewarm: bool = False, env: dict[str, str] | None = None, known: dict | None = None,
                  stop: threading.Event | None = None, worker: str = "", node: str = "",
-                 hide: tuple[Path, ...] = ()):
+                 hide: tuple[Path, ...] = (), overlap: bool | None = None):
         if task_spec.partition("?")[0].endswith(".py"):  # the worker runs in a folder of its own
             from avo.tasks.kernelbench.spec import absolute_spec
 
@@ -84,6 +86,7 @@ class Evaluator:
         self.gpu = gpu
         self.config = config or EvalConfig()
         self.prewarm, self.env, self.stop = prewarm, dict(env or {}), stop
+        self.overlap = device != "interpret" if overlap is None else overlap
         self.known = known if known is not None else {}
         self.worker, self.node = worker, node
         self._spare: WorkerProcess | None = None
@@ -157,7 +160,7 @@ class Evaluator:
         worker = self._take_worker()
         if self.prewarm and not self._stopping():
             self._spare = self._new_worker(gated=True)  # imports while this one runs
-            if "forbidden" in self.known:  # nothing left to learn from this one: the spare sets up beside it
+            if self.overlap and "forbidden" in self.known:  # nothing left to learn from this one: set up beside it
                 self._spare.release(self.known)
                 worker.hold = _setting_up(self._spare, min(self.limits()["import"], self.limits()["check"] / 2))
         try:
@@ -188,8 +191,12 @@ class Evaluator:
         proc, progress = worker.proc, worker.progress_path
         limits = self.limits()
         stage, case, group, key = "start", "", "import", ("import", "0")
-        group_started = time.monotonic()
+        group_started = polled = time.monotonic()
         while proc.poll() is None:
+            now = time.monotonic()
+            if worker.holding:  # its check verdicts waited on the spare's set-up: not the candidate's time
+                group_started += now - polled
+            polled = now
             if self._stopping():
                 procs.kill_group(proc)
                 return None

@@ -128,6 +128,10 @@ class Judge:
             raise frames.Malformed(f"an output for case {index!r}, which is not a check case or came twice")
         seen[index] = (header, payload)
 
+    def pending(self) -> bool:
+        """Whether some candidate's outputs are all in and its verdict not yet taken (`answers`)."""
+        return not self._finished.empty()
+
     def answers(self) -> list[str]:
         """The verdict line for each candidate whose outputs are all in, judged now."""
         lines = []

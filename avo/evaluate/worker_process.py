@@ -97,6 +97,8 @@ class WorkerProcess:
         """While it returns true the judge's verdicts on the check suite wait here. The worker times nothing
         before they arrive, so the next worker, let go to set up on the same GPU while this one compiles and
         checks (Evaluator._spawn), is done before this one's timing starts."""
+        self.holding = False
+        """Whether the last `poll_channel` held a verdict back (that wait is not the candidate's time)."""
         self._released = False
         self._send(dict(setup, progress_path=str(self.progress_path), spawned_at=time.time()))
         warm_judging()  # while the worker imports its own
@@ -128,7 +130,8 @@ class WorkerProcess:
         """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first
         line, if that is `ready`, send it the token. First, the judge's verdict on each candidate whose check outputs
         are all in."""
-        if self.hold is None or not self.hold():
+        self.holding = self.hold is not None and self.judge.pending() and self.hold()
+        if not self.holding:
             for line in self.judge.answers():
                 self._send(line)
         if self._result_fd < 0 or self._closed:  # nothing more can come: only wait (no select spinning on EOF)

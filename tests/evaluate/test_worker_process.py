@@ -86,6 +86,8 @@ def test_once_the_ops_are_known_the_next_worker_sets_up_beside_the_evaluation_an
         return original(self, payload)
 
     monkeypatch.setattr(WorkerProcess, "_send", send)
+    assert not ev.overlap, "under the interpreter the CPU is timed: the next worker sets up after"
+    ev.overlap = True
     try:
         assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
         wait_until_set_up(ev)
@@ -102,6 +104,39 @@ def test_once_the_ops_are_known_the_next_worker_sets_up_beside_the_evaluation_an
     verdicts = [ready for _, payload, ready in mine if isinstance(payload, str) and '"verdict"' in payload]
     assert verdicts and all(verdicts), "a check verdict went out while the spare was still setting up"
     assert third.stage_s["waited"] == 0.0, third.stage_s
+
+
+def test_the_time_a_verdict_waits_on_the_spare_is_not_counted_against_the_candidates_limit(monkeypatch):
+    """Each poll that holds the verdict back moves the watch's clock 100 s (a spare slow to set up): past the check
+    limit three times over, yet the candidate is scored, since the wait was the spare's."""
+    import time
+    import types
+
+    from avo.evaluate import harness
+
+    skew = [0.0]
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.monotonic = lambda: time.monotonic() + skew[0]
+
+    def slow_spare(spare, limit_s):
+        def hold():
+            if skew[0] < 300.0:
+                skew[0] += 100.0
+                return True
+            return False
+        return hold
+
+    monkeypatch.setattr(harness, "_setting_up", slow_spare)
+    monkeypatch.setattr(harness, "time", clock)
+    ev = Evaluator("gemm", device="interpret", gpu=H200, prewarm=True, overlap=True,
+                   config=EvalConfig(check_suite="tiny", bench_suite="", seed=11, check_timeout_s=100.0))
+    try:
+        assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        result = ev.evaluate(KERNELS / "good_gemm")
+    finally:
+        ev.close()
+    assert result.status == "correct", result.message
+    assert skew[0] == 300.0, "the verdict was never held"
 
 
 def test_a_prepared_worker_that_died_while_waiting_is_replaced():
