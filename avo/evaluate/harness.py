@@ -149,11 +149,23 @@ class Evaluator:
 
     def _take_worker(self) -> WorkerProcess:
         spare, self._spare = self._spare, None
-        if spare is not None and spare.alive():
+        if spare is not None and self._set_up(spare):
             return spare
-        if spare is not None:  # died while it waited: nothing of it is used
+        if spare is not None:  # died while it waited or set up: nothing of it is used
             spare.discard()
         return self._new_worker()
+
+    def _set_up(self, spare: WorkerProcess) -> bool:
+        """Whether the prepared worker is alive with its set-up done, waited for (up to the import limit) where it
+        was let go: one that died setting up (beside an evaluation that left the GPU short of memory, say) is
+        replaced, never handed a candidate."""
+        if not spare.released:
+            return spare.alive()
+        deadline = time.monotonic() + self.limits()["import"]
+        while spare.alive() and not self._stopping() and time.monotonic() < deadline:
+            if spare.ready(4 * POLL_S):
+                return spare.alive()
+        return False
 
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
         started = time.monotonic()

@@ -108,6 +108,11 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    @property
+    def released(self) -> bool:
+        """Whether it was let go on with its set-up (`release`)."""
+        return self._released
+
     def release(self, known: dict | None = None) -> None:
         """Let it go on with the set-up that uses the device (the task, the reference's ops, the warm-up), with
         `known` (what an earlier worker of the task reported, e.g. the reference's ops) added to its set-up."""

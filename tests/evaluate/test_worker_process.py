@@ -151,6 +151,36 @@ def test_a_prepared_worker_that_died_while_waiting_is_replaced():
         ev.close()
 
 
+class _Spare:
+    """A prepared worker as `_take_worker` sees it: let go, then set up (`ready`) or dead after some polls."""
+
+    released = True
+
+    def __init__(self, sets_up: bool):
+        self.sets_up, self.polls, self.discarded = sets_up, 0, False
+
+    def alive(self) -> bool:
+        return self.sets_up or self.polls < 3
+
+    def ready(self, timeout_s: float = 0.0) -> bool:
+        self.polls += 1
+        return self.sets_up and self.polls >= 2
+
+    def discard(self) -> None:
+        self.discarded = True
+
+
+def test_a_prepared_worker_is_handed_a_candidate_only_once_set_up_and_one_that_died_setting_up_is_replaced():
+    """Set up beside the evaluation before it, a worker may die of what that one did to the GPU (its memory used up):
+    the next candidate then gets a fresh worker, not a crash of its own."""
+    ev = evaluator(prewarm=True)
+    ev._new_worker = lambda gated=False: "fresh"
+    ev._spare = ready = _Spare(sets_up=True)
+    assert ev._take_worker() is ready and ready.polls == 2 and not ready.discarded
+    ev._spare = dying = _Spare(sets_up=False)
+    assert ev._take_worker() == "fresh" and dying.discarded
+
+
 def test_close_ends_the_prepared_worker_and_removes_its_folder():
     ev = evaluator(prewarm=True)
     ev.warm()
