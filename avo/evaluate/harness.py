@@ -168,7 +168,7 @@ class Evaluator:
         return False
 
     def _spawn(self, candidate_dirs: list[Path], mode: str) -> list[EvalResult]:
-        started = time.monotonic()
+        started, requested = time.monotonic(), time.time()
         worker = self._take_worker()
         if self.prewarm and not self._stopping():
             self._spare = self._new_worker(gated=True)  # imports while this one runs
@@ -176,7 +176,8 @@ class Evaluator:
                 self._spare.release(self.known)
                 worker.hold = _setting_up(self._spare, min(self.limits()["import"], self.limits()["check"] / 2))
         try:
-            worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs]})
+            worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs],
+                          "requested_at": requested})
             try:
                 timed_out = self._watch(worker)
             finally:

@@ -122,14 +122,15 @@ class WorkerProcess:
 
     def start(self, request: dict) -> bool:
         """Hand the worker its candidates (copied into its box first, so the request names only the copies); False
-        if it is gone (its stdin closed): the watch then sees it dead."""
+        if it is gone (its stdin closed): the watch then sees it dead. `requested_at` (default now): when the
+        caller asked, so the worker's `waited` counts the set-up the caller waited for before the hand-over too."""
         self.release()
         copies = []
         for i, folder in enumerate(request["candidates"]):
             copy = self.path / "cand" / str(i)
             copy_candidate(Path(folder), copy)
             copies.append(str(copy))
-        return self._send(dict(request, candidates=copies, requested_at=time.time()))
+        return self._send(dict(request, candidates=copies, requested_at=request.get("requested_at") or time.time()))
 
     def poll_channel(self, timeout_s: float = 0.0) -> None:
         """Read what the worker wrote on its result channel (waiting up to `timeout_s` for something); on its first

@@ -181,6 +181,17 @@ def test_a_prepared_worker_is_handed_a_candidate_only_once_set_up_and_one_that_d
     assert ev._take_worker() == "fresh" and dying.discarded
 
 
+def test_the_set_up_a_request_waited_for_before_its_hand_over_is_reported_as_waited():
+    ev = evaluator(prewarm=True)
+    try:
+        ev.warm()  # asked for at once: the worker is still importing torch when the candidate comes
+        result = ev.evaluate(KERNELS / "good_gemm")
+    finally:
+        ev.close()
+    assert result.status == "correct", result.message
+    assert result.stage_s["waited"] > 0.0, result.stage_s
+
+
 def test_close_ends_the_prepared_worker_and_removes_its_folder():
     ev = evaluator(prewarm=True)
     ev.warm()
