@@ -168,3 +168,33 @@ def test_stream_k_is_correct_and_bitwise_repeatable(case, dtype):
         assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
     for _, arrivals in gemm.__globals__["_WORKSPACE"].values():
         assert not arrivals.any(), f"{case}: arrival counters left set"
+
+
+# The narrower widths at the depths their knobs allow beyond the shipped ones (STAGES_192 4, STAGES_128 5 and 6),
+# each on shapes the plan gives that width: whole, split and tail.
+DEEPER = [(192, 4, (256, 10240, 1024)), (128, 5, (256, 4096, 16384)), (128, 6, (256, 10240, 8192)),
+          (128, 6, (896, 2368, 8192)), (128, 5, (300, 1000, 20000))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", DEEPER, ids=lambda c: f"{c[0]}s{c[1]}-" + "x".join(map(str, c[2])))
+def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype):
+    needs.module("cupy")
+    width, stages, (m, n, k) = case
+    gemm = seed()
+    g = gemm.__globals__
+    g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1)
+    g["_PLANS"].clear()
+    assert g["plan"](m, n, k, H200_SMS).build is g["_LARGE"][width], "the plan no longer takes this width here"
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
+    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
+    first = gemm(a, b)
+    task = load("gemm")
+    assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), case
+    for _ in range(5):
+        torch.empty_like(first).fill_(float("nan"))
+        assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
+    for _, arrivals in g["_WORKSPACE"].values():
+        assert not arrivals.any(), f"{case}: arrival counters left set"
