@@ -174,7 +174,8 @@ class Evaluator:
             self._spare = self._new_worker(gated=True)  # imports while this one runs
             if self.overlap and "forbidden" in self.known:  # nothing left to learn from this one: set up beside it
                 self._spare.release(self.known)
-                worker.hold = _setting_up(self._spare, min(self.limits()["import"], self.limits()["check"] / 2))
+                limits = self.limits()
+                worker.hold = _setting_up(self._spare, min(limits["import"], limits["check"] / 2))
         try:
             worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs],
                           "requested_at": requested})
