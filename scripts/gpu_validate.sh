@@ -30,7 +30,7 @@ step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
 # files, one after another; everything else, four files at a time (pytest-xdist, in .whl/ by
 # `bash ../shared/device/wheels.sh pytest-xdist execnet`).
 SHARE_ONE="tests/evaluate/test_cheats.py tests/evaluate/test_harness_gpu.py"
-SHARE_TWO="tests/evaluate/worker/test_timing.py tests/evaluate/test_pool_gpu.py tests/package/test_gpu.py
+SHARE_TWO="tests/evaluate/worker/test_timing.py tests/evaluate/test_pool_gpu.py tests/package/test_gpu.py tests/package/test_gpu_model.py
   tests/profile/test_ncu_gpu.py tests/profile/test_ncu_sandbox_gpu.py tests/evaluate/sandbox/test_trusted_cache_gpu.py"
 step_tests() {
   local tests=${TESTS:-}

@@ -20,6 +20,9 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
                                             "and run, e.g. attention_20261130_004738."),
             allow_unmeasured: bool = typer.Option(False, "--allow-unmeasured", help="Package a candidate measured "
                                                   "only under the interpreter (never timed on a GPU)."),
+            keep_slower: bool = typer.Option(False, "--keep-slower", help="Send to the kernel the timed shapes at "
+                                             "which the library measured faster, too (by default they stay the "
+                                             "library's)."),
             runs_dir: Path = RUNS_DIR) -> None:
     """Write a candidate (best by default) as a package: a torch custom op with a fake implementation, a guard that
     sends every input the run did not check to the library, patch() to route library calls, and MANIFEST.json."""
@@ -28,7 +31,7 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
 
     opened = Run.open(run, runs_dir)
     try:
-        built = build(opened, cid, out, name=name, allow_unmeasured=allow_unmeasured)
+        built = build(opened, cid, out, name=name, allow_unmeasured=allow_unmeasured, keep_slower=keep_slower)
     finally:
         opened.close()
     manifest = built.manifest
@@ -40,4 +43,11 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     ranges = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in manifest["guard"]["ranges"].items())
     values = ", ".join(f"{d} {v}" for d, v in manifest["guard"]["values"].items())
     print(f"guard: {', '.join(manifest['guard']['dtypes'])}; {ranges}" + (f"; {values}" if values else ""))
+    faster = manifest["guard"]["library_faster"]
+    if faster["timed"]:
+        kept = "kept on the kernel (--keep-slower)" if keep_slower else "left to the library"
+        slower = [" ".join(f"{dim}={value}" for dim, value in zip(faster["dims"], shape)) + f" {speedup:.3f}x"
+                  for shape, speedup in zip(faster["shapes"], faster["speedups"])]
+        print(f"timed shapes where the library was faster, {kept}: {len(slower)} of {faster['timed']}"
+              + (f": {'; '.join(slower)}" if slower else ""))
     print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")

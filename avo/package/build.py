@@ -26,7 +26,7 @@ from string import Template
 from avo import tasks
 from avo.errors import UserError
 from avo.package.candidate import Chosen, choose
-from avo.package.coverage import case_shapes, covered
+from avo.package.coverage import case_shapes, covered, library_faster
 from avo.package.manifest import manifest_for, requirements
 from avo.package.vendor import imports_of, rewrite, vendor_cuda
 from avo.run.directory import Run
@@ -63,8 +63,10 @@ def package_name(given: str | None, task: str, run_id: str) -> str:
     return given
 
 
-def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmeasured: bool = False) -> Built:
-    """Write candidate `rev` of `run` as a package in `out` (which must not exist, or be empty)."""
+def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmeasured: bool = False,
+          keep_slower: bool = False) -> Built:
+    """Write candidate `rev` of `run` as a package in `out` (which must not exist, or be empty). The timed shapes
+    at which the library was faster stay the library's, unless `keep_slower`."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--out {out} exists and is not empty: name a new folder")
@@ -74,6 +76,7 @@ def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmea
     shapes, unread = case_shapes(task, chosen.result)
     measured_on = chosen.result.versions.get("gpu_device", "") if chosen.result.timing_source == "gpu" else ""
     guard = covered(chosen.task, shapes, measured_on)
+    guard["library_faster"] = {**library_faster(task, chosen.result), "enforced": not keep_slower}
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import math
+
 from avo.errors import UserError
 from avo.tasks import SUITES
 
@@ -22,16 +24,24 @@ _NAMES = {
                             r"(?=_|$)"),
     "gemm": re.compile(r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?=_|$)"),
 }
+SHAPE = {"attention": ("B", "Hq", "Hkv", "S", "D", "causal"), "gemm": ("M", "N", "K")}
+"""What names one timed shape exactly, with the dtype after it."""
 
 
-def case_shapes(task, result) -> tuple[list[dict], list[str]]:
-    """(shape params of each case of `result`, names of the cases whose shape could not be told)."""
+def _known(task) -> dict:
+    """Case name -> shape params, over every suite the task has (the run's workload among them)."""
     known = {}
     for suite in SUITES:
         try:
             known.update({case.name: case.params for case in task.cases(suite)})
         except UserError:  # a suite this task does not have
             continue
+    return known
+
+
+def case_shapes(task, result) -> tuple[list[dict], list[str]]:
+    """(shape params of each case of `result`, names of the cases whose shape could not be told)."""
+    known = _known(task)
     shapes, unread = [], []
     for case in result.cases:
         params = known.get(case.case) or _from_name(task.name, case.case)
@@ -62,3 +72,20 @@ def covered(task: str, shapes: list[dict], gpu_device: str) -> dict:
         "ranges": {dim: [min(row[dim] for row in rows), max(row[dim] for row in rows)] for dim in RANGES[task]},
         "values": {dim: sorted({row[dim] for row in rows}) for dim in VALUES[task]},
     }
+
+
+def library_faster(task, result) -> dict:
+    """The guard's "library_faster" section: each timed shape at which the library was faster than the kernel (the
+    geomean of its timings below 1), which the guard sends to the library. Exact shapes only: a shape between two
+    timed ones is the kernel's, as its range says."""
+    known, dims = _known(task), SHAPE[task.name]
+    timed: dict[tuple, list[float]] = {}
+    for case in result.cases:
+        params = known.get(case.case) or _from_name(task.name, case.case)
+        if case.speedup is None or case.speedup <= 0 or params is None:
+            continue
+        timed.setdefault((*(params[d] for d in dims), case.dtype), []).append(case.speedup)
+    slower = {key: math.exp(sum(map(math.log, s)) / len(s)) for key, s in timed.items()}
+    slower = {key: speedup for key, speedup in slower.items() if speedup < 1.0}
+    return {"dims": [*dims, "dtype"], "shapes": [list(key) for key in slower],
+            "speedups": [round(speedup, 4) for speedup in slower.values()], "timed": len(timed)}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+import sys
 from pathlib import Path
 
 from avo.run.archive import import_run
@@ -11,6 +14,8 @@ ATTENTION_TRITON = "attention-from-naive-h200"
 ATTENTION_CUDA = "attention-from-cuda_fa3-h200"
 GEMM_TRITON = "gemm-from-naive-h200"
 GEMM_CUDA = "gemm-from-cuda_wgmma-h200"
+ATTENTION_LLAMA = "attention-from-llama-3.2-1b-h200"
+GEMM_LLAMA = "gemm-from-llama-3.2-1b-h200"
 KERNELBENCH = "kernelbench-linear-relu-h200"
 _IMPORTED: dict[str, str] = {}
 
@@ -23,3 +28,26 @@ def example_run(runs: Path, example: str) -> str:
         _IMPORTED[key] = run.id
         run.close()
     return _IMPORTED[key]
+
+
+def package_with_kernel(runs: Path, example: str, folder: Path, name: str, kernel_source: str, **guard):
+    """The best of `example` packaged as `name` in `folder`, its kernel.py replaced by `kernel_source` and its
+    guard's entries updated with `guard` (device="cpu" lets CPU tensors through), imported."""
+    from avo.package.build import build
+    from avo.run.directory import Run
+
+    run = Run.open(example_run(runs, example), runs)
+    try:
+        build(run, "best", folder / name, name=name)
+    finally:
+        run.close()
+    package = folder / name / name
+    (package / "kernel" / "kernel.py").write_text(kernel_source)
+    manifest = json.loads((package / "MANIFEST.json").read_text())
+    manifest["guard"].update(guard)
+    (package / "MANIFEST.json").write_text(json.dumps(manifest))
+    sys.path.insert(0, str(folder / name))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder / name))

@@ -15,6 +15,7 @@ import shutil
 import sys
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from package_runs import ATTENTION_CUDA, GEMM_CUDA, example_run
@@ -26,42 +27,65 @@ from avo.tasks import load, relative_error
 pytestmark = pytest.mark.gpu
 
 SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
-HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 4096, 32, 8, 128, 14336
+
+
+class Dims(NamedTuple):
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+
+
+LLAMA_8B = Dims(4096, 32, 8, 128, 14336)
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = LLAMA_8B
 BATCH, SEQ = 2, 2048
 
 
-def block():
+def block(dims: Dims = LLAMA_8B, batch: int = BATCH, seq: int = SEQ, *, fused: bool = False):
+    """A Llama-style block of `dims` for inputs [batch, seq, hidden], bf16 on the GPU, weights seeded. `fused`: q, k
+    and v one linear layer, gate and up another, as serving stacks run them (and avo's workloads time them)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
 
+    hidden, heads, kv_heads, head_dim, intermediate = dims
+    widths = {"q": heads * head_dim, "k": kv_heads * head_dim, "v": kv_heads * head_dim}
+
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.norm1, self.norm2 = nn.RMSNorm(HIDDEN), nn.RMSNorm(HIDDEN)
-            self.q = nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
-            self.k = nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
-            self.v = nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
-            self.o = nn.Linear(HEADS * HEAD_DIM, HIDDEN, bias=False)
-            self.gate = nn.Linear(HIDDEN, INTERMEDIATE, bias=False)
-            self.up = nn.Linear(HIDDEN, INTERMEDIATE, bias=False)
-            self.down = nn.Linear(INTERMEDIATE, HIDDEN, bias=False)
+            self.norm1, self.norm2 = nn.RMSNorm(hidden), nn.RMSNorm(hidden)
+            if fused:
+                self.qkv = nn.Linear(hidden, sum(widths.values()), bias=False)
+            else:
+                self.q, self.k, self.v = (nn.Linear(hidden, width, bias=False) for width in widths.values())
+            self.o = nn.Linear(heads * head_dim, hidden, bias=False)
+            if fused:
+                self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=False)
+            else:
+                self.gate = nn.Linear(hidden, intermediate, bias=False)
+                self.up = nn.Linear(hidden, intermediate, bias=False)
+            self.down = nn.Linear(intermediate, hidden, bias=False)
 
         def heads(self, x, n):
-            return x.view(BATCH, SEQ, n, HEAD_DIM).transpose(1, 2).contiguous()
+            return x.reshape(batch, seq, n, head_dim).transpose(1, 2).contiguous()
 
         def forward(self, x):
             h = self.norm1(x)
-            q, k, v = self.heads(self.q(h), HEADS), self.heads(self.k(h), KV_HEADS), self.heads(self.v(h), KV_HEADS)
+            q, k, v = self.qkv(h).split(list(widths.values()), -1) if fused else (self.q(h), self.k(h), self.v(h))
+            q, k, v = self.heads(q, heads), self.heads(k, kv_heads), self.heads(v, kv_heads)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            x = x + self.o(a.transpose(1, 2).reshape(BATCH, SEQ, HEADS * HEAD_DIM))
+            x = x + self.o(a.transpose(1, 2).reshape(batch, seq, heads * head_dim))
             h = self.norm2(x)
-            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+            gate, up = self.gate_up(h).chunk(2, -1) if fused else (self.gate(h), self.up(h))
+            return x + self.down(F.silu(gate) * up)
 
     torch.manual_seed(0)
     block = Block().to("cuda", torch.bfloat16)
-    for linear in (block.q, block.k, block.v, block.o, block.gate, block.up, block.down):
-        torch.nn.init.normal_(linear.weight, std=linear.in_features ** -0.5)
+    for linear in block.modules():
+        if isinstance(linear, nn.Linear):
+            torch.nn.init.normal_(linear.weight, std=linear.in_features ** -0.5)
     return block
 
 

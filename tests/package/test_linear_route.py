@@ -5,16 +5,9 @@ strides it is given."""
 
 from __future__ import annotations
 
-import importlib
-import json
-import sys
-
 import pytest
 import torch
-from package_runs import GEMM_TRITON, example_run
-
-from avo.package.build import build
-from avo.run.directory import Run
+from package_runs import GEMM_TRITON, package_with_kernel
 
 STAND_IN = '''
 import torch
@@ -38,21 +31,8 @@ def runs(tmp_path_factory):
 
 def _package(runs, tmp_path, name: str, *, reads: bool, misreads: bool = False):
     """The GEMM run's package with the stand-in kernel and a guard that lets CPU tensors through."""
-    run = Run.open(example_run(runs, GEMM_TRITON), runs)
-    try:
-        build(run, "best", tmp_path / name, name=name)
-    finally:
-        run.close()
-    folder = tmp_path / name / name
-    (folder / "kernel" / "kernel.py").write_text(STAND_IN.format(reads=reads, misreads=misreads))
-    manifest = json.loads((folder / "MANIFEST.json").read_text())
-    manifest["guard"].update(device="cpu", device_names=[])
-    (folder / "MANIFEST.json").write_text(json.dumps(manifest))
-    sys.path.insert(0, str(tmp_path / name))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path / name))
+    return package_with_kernel(runs, GEMM_TRITON, tmp_path, name, STAND_IN.format(reads=reads, misreads=misreads),
+                               device="cpu", device_names=[])
 
 
 def _close(out, expected) -> bool:  # F.linear adds the bias inside its product, the route after it: rounding apart

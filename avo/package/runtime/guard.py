@@ -2,7 +2,9 @@
 
 MANIFEST.json's "guard" section says what the run's check and bench cases covered: the device (and which GPU), the
 dtypes, the layout, and per shape dimension a range or a set of values. `refusal` names the first thing an input
-falls outside of, or returns None when every part of it was covered.
+falls outside of, or returns None when every part of it was covered. Its "library_faster" section lists the timed
+shapes at which the library measured faster than the kernel: those go to the library too, unless it was packaged
+with --keep-slower ("enforced" false).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ COVERED = MANIFEST["guard"]
 _DTYPES = {getattr(torch, name, None) for name in COVERED["dtypes"]} - {None}
 _RANGES = tuple((dim, low, high) for dim, (low, high) in COVERED["ranges"].items())
 _VALUES = tuple((dim, frozenset(values), values) for dim, values in COVERED["values"].items())
+_FASTER = COVERED.get("library_faster") or {"dims": [], "shapes": [], "speedups": [], "enforced": False}
+_SLOWER_DIMS = tuple(_FASTER["dims"][:-1])  # the shape's dims; the dtype's name is the key's last part
+_SLOWER = {tuple(shape): speedup for shape, speedup in zip(_FASTER["shapes"], _FASTER["speedups"])
+           if _FASTER["enforced"]}
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,4 +70,8 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
     for dim, allowed, values in _VALUES:
         if dims[dim] not in allowed:
             return f"{dim}={dims[dim]} not among {values}"
+    if _SLOWER:
+        speedup = _SLOWER.get((*(dims[dim] for dim in _SLOWER_DIMS), str(dtype).removeprefix("torch.")))
+        if speedup is not None:
+            return f"measured slower than the library at this shape ({speedup:.3f}x)"
     return None

@@ -1,0 +1,70 @@
+"""The guard's "library_faster" section: the timed shapes at which the library beat the kernel stay the library's
+(exactly those shapes, in that dtype), unless the package was built with --keep-slower. On CPU, with the guard opened
+to CPU tensors and a stand-in kernel that records its calls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from package_runs import ATTENTION_LLAMA, GEMM_TRITON, example_run, package_with_kernel
+
+from avo.cli import main
+
+STAND_IN = '''
+import torch
+
+seen = []
+
+
+def gemm(a, b):
+    seen.append((a.shape[0], b.shape[1], a.shape[1]))
+    return (a.float() @ b.float()).to(a.dtype)
+'''
+SLOWER = {"dims": ["M", "N", "K", "dtype"], "shapes": [[8, 24, 40, "bfloat16"]], "speedups": [0.91], "timed": 2}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("runs")
+
+
+def _calls(pkg, *shapes, dtype=torch.bfloat16):
+    with torch.no_grad():
+        for m, n, k in shapes:
+            a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+            assert torch.allclose(pkg.gemm(a, b).float(), a.float() @ b.float(), atol=0.1, rtol=0.02)
+    return pkg._loader.entry("gemm").__globals__["seen"]
+
+
+def test_a_shape_the_library_was_faster_at_goes_to_the_library(runs, tmp_path):
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "slower_left", STAND_IN, device="cpu", device_names=[],
+                              library_faster={**SLOWER, "enforced": True})
+    seen = _calls(pkg, (8, 24, 40), (9, 24, 40), (8, 24, 48))
+    assert seen == [(9, 24, 40), (8, 24, 48)]  # the neighbours of the slower shape are still the kernel's
+    assert pkg.fallbacks == {"measured slower than the library at this shape (0.910x)": 1}
+    _calls(pkg, (8, 24, 40), dtype=torch.float16)  # timed in bf16 only: in fp16 it is the kernel's
+    assert seen[-1] == (8, 24, 40) and pkg.calls["kernel"] == 3
+
+
+def test_keep_slower_sends_those_shapes_to_the_kernel(runs, tmp_path):
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "slower_kept", STAND_IN, device="cpu", device_names=[],
+                              library_faster={**SLOWER, "enforced": False})
+    assert _calls(pkg, (8, 24, 40)) == [(8, 24, 40)] and not pkg.fallbacks
+
+
+def test_the_manifest_lists_each_timed_shape_the_library_won(runs, tmp_path, capsys):
+    run_id = example_run(runs, ATTENTION_LLAMA)
+    for flag, out in (((), "left"), (("--keep-slower",), "kept")):
+        assert main(["package", run_id, "--out", str(tmp_path / out), "--name", f"llama_{out}",
+                     "--runs-dir", str(runs), *flag]) == 0
+        guard = json.loads((tmp_path / out / f"llama_{out}" / "MANIFEST.json").read_text())["guard"]
+        faster = guard["library_faster"]
+        # The run's best timed three causal D 64 shapes at batch 1: 0.987x at S 1024, 0.994x at 4096, 1.126x at 16384.
+        assert faster["dims"] == ["B", "Hq", "Hkv", "S", "D", "causal", "dtype"] and faster["timed"] == 3
+        assert faster["shapes"] == [[1, 32, 8, 1024, 64, True, "bfloat16"], [1, 32, 8, 4096, 64, True, "bfloat16"]]
+        assert [round(s, 3) for s in faster["speedups"]] == [0.987, 0.994]
+        assert faster["enforced"] is (out == "left")
+    printed = capsys.readouterr().out
+    assert "left to the library: 2 of 3" in printed and "kept on the kernel (--keep-slower): 2 of 3" in printed
