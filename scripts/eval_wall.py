@@ -84,9 +84,9 @@ def measure(mode: str, args, folders: list[Path]) -> list[dict]:
     try:
         for folder in folders:
             if mode == "ready":
-                while slot._spare is None:
+                while not slot._spares:
                     time.sleep(0.05)
-                slot._spare.ready(600)
+                slot._spares[0].ready(600)
             began = time.monotonic()
             result = scorer.evaluate(folder)
             rows.append({"mode": mode, "wall_s": round(time.monotonic() - began, 3), "status": result.status,

@@ -64,9 +64,12 @@ class Evaluator:
     """Scores candidates for one task on one device; each evaluation in a fresh child process.
 
     `prewarm`: keep the next worker process started and set up (worker_process.py) while the caller is busy, so
-    the next evaluation skips the start-up; with `overlap` (default: on a GPU) the next one sets up beside the
-    evaluation in progress, whose timing waits for it. (Under the interpreter the CPU is what is timed: there the
-    next one sets up once the evaluation is done.) `env`: extra environment for the workers (e.g. CUDA_VISIBLE_DEVICES
+    the next evaluation skips the start-up. Each worker imports while the evaluation before it runs and sets up
+    once that one has finished timing. With `overlap` (default: on a GPU) two are kept ahead: the one after the next
+    imports during one evaluation, sets up from its end, through the caller's turn and the next evaluation's compile
+    and check, and that evaluation's timing waits for it (`WorkerProcess.hold`): nothing is timed while another
+    process sets up on the GPU, and no request waits for a set-up. (Under the interpreter the CPU is what is timed:
+    there one is kept ahead.) `env`: extra environment for the workers (e.g. CUDA_VISIBLE_DEVICES
     pinning them to one GPU). `known`: a dict shared with other evaluators of the same task, filled with what a
     worker learned before any candidate ran in it (the reference's ops), so later workers need not record it
     again. `stop`: set it to kill the evaluation in progress (the run is ending). `worker` and `node` label every
@@ -89,7 +92,8 @@ class Evaluator:
         self.overlap = device != "interpret" if overlap is None else overlap
         self.known = known if known is not None else {}
         self.worker, self.node = worker, node
-        self._spare: WorkerProcess | None = None
+        self._spares: list[WorkerProcess] = []
+        """The workers ahead, next first: set up or setting up, then (with `overlap`) one still importing."""
         self._task = None
         task_file = Path(task_spec.partition("?")[0])
         readable = (task_file.parent,) if task_file.suffix == ".py" else ()
@@ -106,14 +110,14 @@ class Evaluator:
 
     def warm(self) -> None:
         """Start the next worker now (with `prewarm`), e.g. before the first evaluation."""
-        if self.prewarm and self._spare is None:
-            self._spare = self._new_worker()
+        if self.prewarm and not self._spares:
+            self._spares.append(self._new_worker())
 
     def close(self) -> None:
-        """Let the prepared worker go, if any."""
-        if self._spare is not None:
-            self._spare.discard()
-            self._spare = None
+        """Let the prepared workers go, if any."""
+        spares, self._spares = self._spares, []
+        for spare in spares:
+            spare.discard()
 
     def suites(self) -> tuple[str, str]:
         """(check suite, bench suite or ''): under the interpreter only the tiny suite (fp16, interpreter-sized) is
@@ -148,7 +152,7 @@ class Evaluator:
         return self.stop is not None and self.stop.is_set()
 
     def _take_worker(self) -> WorkerProcess:
-        spare, self._spare = self._spare, None
+        spare = self._spares.pop(0) if self._spares else None
         if spare is not None and self._set_up(spare):
             return spare
         if spare is not None:  # died while it waited or set up: nothing of it is used
@@ -171,11 +175,14 @@ class Evaluator:
         started, requested = time.monotonic(), time.time()
         worker = self._take_worker()
         if self.prewarm and not self._stopping():
-            self._spare = self._new_worker(gated=True)  # imports while this one runs
-            if self.overlap and "forbidden" in self.known:  # nothing left to learn from this one: set up beside it
-                self._spare.release(self.known)
+            # Two ahead once an earlier worker has reported the reference's ops (nothing left to learn from this one).
+            ahead = 2 if self.overlap and "forbidden" in self.known else 1
+            while len(self._spares) < ahead:
+                self._spares.append(self._new_worker(gated=True))  # imports while this one runs
+            setting_up = [spare for spare in self._spares if spare.released]
+            if setting_up:  # let go when the evaluation before this one ended: this one's timing waits for them
                 limits = self.limits()
-                worker.hold = _setting_up(self._spare, min(limits["import"], limits["check"] / 2))
+                worker.hold = _setting_up(setting_up, min(limits["import"], limits["check"] / 2))
         try:
             worker.start({"mode": mode, "candidates": [str(Path(p).resolve()) for p in candidate_dirs],
                           "requested_at": requested})
@@ -189,11 +196,10 @@ class Evaluator:
             results = self._collect(worker, timed_out, len(candidate_dirs))
         finally:
             worker.discard()
-        if self._spare is not None:
-            if self._stopping():
-                self.close()
-            else:
-                self._spare.release(self.known)  # (the first one) set up after this one reported what it learned
+        if self._stopping():
+            self.close()
+        for spare in self._spares:  # set up now that this one has left the GPU, told what it learned
+            spare.release(self.known)
         wall = round(time.monotonic() - started, 3)
         for r in results:
             r.wall_s, r.worker, r.node = wall, self.worker, self.node
@@ -289,11 +295,11 @@ class Evaluator:
                           ops=spec_ops(self.task_spec))
 
 
-def _setting_up(spare: WorkerProcess, limit_s: float):
-    """A `WorkerProcess.hold` for the evaluation the spare sets up beside: true while the spare is alive and not
+def _setting_up(spares: list[WorkerProcess], limit_s: float):
+    """A `WorkerProcess.hold` for the evaluation the spares set up beside: true while one of them is alive and not
     yet set up, for at most `limit_s` (a set-up that hangs costs that candidate no more)."""
     deadline = time.monotonic() + limit_s
-    return lambda: spare.alive() and not spare.ready() and time.monotonic() < deadline
+    return lambda: time.monotonic() < deadline and any(s.alive() and not s.ready() for s in spares)
 
 
 def evaluate(candidate_dir: Path, task_spec: str, *, device: str, gpu: GpuProfile,

@@ -10,9 +10,10 @@ before the part of the set-up that uses the device (the task, the reference's op
 with it what the evaluation before it learned (`known`); the request follows when a candidate is handed to it. It
 serves exactly one request: the candidate still runs in a process no other candidate has touched. What it learned
 before any candidate code ran (`known`, e.g. the reference's ops) comes back on a pipe it closes before reading its
-request. Once an earlier worker has reported it, the next worker is let go as soon as the evaluation before it
-starts: it sets up while that one compiles and checks, and that one's check verdicts (which its timing waits for)
-are held until the set-up is done (`hold`), so the two never share the GPU while anything is timed. (A candidate
+request. Once an earlier worker has reported it, two are kept ahead (Evaluator._spawn): the one after the next is let
+go when an evaluation ends and may still be setting up while the next one compiles and checks; that one's check
+verdicts (which its timing waits for) are then held until the set-up is done (`hold`), so the two never share the
+GPU while anything is timed. (A candidate
 that patched its worker not to wait would be timed beside that set-up, the library too, call by call: noise, no
 edge.) A sandboxed worker's caches start as a copy of what a set-up-only worker built (trusted_cache.py).
 
@@ -95,8 +96,8 @@ class WorkerProcess:
         self._report: str | None = None
         self.hold: Callable[[], bool] | None = None
         """While it returns true the judge's verdicts on the check suite wait here. The worker times nothing
-        before they arrive, so the next worker, let go to set up on the same GPU while this one compiles and
-        checks (Evaluator._spawn), is done before this one's timing starts."""
+        before they arrive, so a worker still setting up on the same GPU while this one compiles and checks
+        (Evaluator._spawn) is done before this one's timing starts."""
         self.holding = False
         """Whether the last `poll_channel` held a verdict back (that wait is not the candidate's time)."""
         self._released = False

@@ -107,11 +107,11 @@ def test_endless_loop_times_out_within_its_limit_and_the_next_evaluation_works()
     ev = Evaluator("gemm", device="interpret", gpu=H200, config=EvalConfig(**settings), prewarm=True)
     try:
         ev.warm()
-        assert ev._spare.ready(120), "the worker never finished its set-up"
+        assert ev._spares[0].ready(120), "the worker never finished its set-up"
         r = ev.evaluate(KERNELS / "endless_loop")  # it never returns on its own: only the limit can end it
         assert r.status == "timeout" and r.rule == "stage.import"
         assert "stage compile" in r.message, "the limit must be hit while the kernel runs, not while starting up"
-        assert ev._spare.ready(120)
+        assert ev._spares[0].ready(120)
         assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
     finally:
         ev.close()

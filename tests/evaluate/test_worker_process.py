@@ -22,7 +22,7 @@ def evaluator(**kwargs) -> Evaluator:
 
 
 def wait_until_set_up(ev: Evaluator, timeout_s: float = 60.0) -> None:
-    assert ev._spare is not None and ev._spare.ready(timeout_s), "the prepared worker never finished its set-up"
+    assert ev._spares and ev._spares[0].ready(timeout_s), "the prepared worker never finished its set-up"
 
 
 def test_a_prepared_worker_scores_the_next_candidate_without_the_set_up(tmp_path):
@@ -33,13 +33,13 @@ def test_a_prepared_worker_scores_the_next_candidate_without_the_set_up(tmp_path
         assert (first.worker, first.node) == ("cpu 0", "here")
         assert ev.known.get("forbidden") and "mm" in ev.known["forbidden"], ev.known
         assert ev.setup()["forbidden"] == ev.known["forbidden"], "later workers are told the ops recorded"
-        spare = ev._spare
-        assert spare is not None and spare.alive()
+        spare = ev._spares[0]
+        assert spare.alive()
         wait_until_set_up(ev)
         second = ev.evaluate(KERNELS / "good_gemm")
         assert second.status == "correct", second.message
         assert not spare.alive() and not spare.path.exists(), "a worker is used once and its folder removed"
-        assert ev._spare is not None and ev._spare is not spare, "the next one is a new process"
+        assert ev._spares and ev._spares[0] is not spare, "the next one is a new process"
     finally:
         ev.close()
     # Its set-up ended before the candidate was handed to it: the request waited for none of it.
@@ -58,7 +58,7 @@ def test_the_worker_prepared_during_the_first_evaluation_is_told_the_ops_it_reco
     ev = evaluator(prewarm=True)
     try:
         assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
-        spare = id(ev._spare)
+        spare = id(ev._spares[0])
         told = [payload for who, payload in sent if who == spare]
         assert told[0]["forbidden"] is None, "created before the first worker reported"
         assert told[1] == {"forbidden": ev.known["forbidden"]} and "mm" in told[1]["forbidden"], told
@@ -68,42 +68,50 @@ def test_the_worker_prepared_during_the_first_evaluation_is_told_the_ops_it_reco
         ev.close()
 
 
-def test_once_the_ops_are_known_the_next_worker_sets_up_beside_the_evaluation_and_its_timing_waits(monkeypatch):
-    """From the second evaluation on, the spare is let go as the evaluation starts (its set-up overlaps the
-    candidate's compile and check), and that evaluation's check verdicts, which its timing waits for, are held
-    until the spare is set up: the two never share the GPU while anything is timed, and the next request finds
-    its worker ready (on the H200 the set-up was the 3.9 s each attention candidate waited)."""
+def test_once_the_ops_are_known_two_workers_are_kept_ahead_and_the_timing_waits_for_the_second(monkeypatch):
+    """From the second evaluation on, two workers are kept ahead: the one after the next imports during one
+    evaluation and is let go when it ends, so it sets up through the caller's turn and the next evaluation's compile
+    and check. That evaluation's check verdicts, which its timing waits for, are held until it is set up: the two
+    never share the GPU while anything is timed, and the next request finds its worker ready (on the H200 the set-up
+    was the 3.9 s each attention candidate waited)."""
     from avo.evaluate.worker_process import WorkerProcess
 
     sent: list[tuple[int, object, bool]] = []
     original = WorkerProcess._send
     ev = evaluator(prewarm=True)
+    watched: list[WorkerProcess] = []
 
     def send(self, payload):
-        spare = ev._spare
-        ready = spare is not None and spare is not self and bool(spare._report)
-        sent.append((id(self), payload, ready))
+        sent.append((id(self), payload, bool(watched) and bool(watched[0]._report)))
         return original(self, payload)
 
     monkeypatch.setattr(WorkerProcess, "_send", send)
-    assert not ev.overlap, "under the interpreter the CPU is timed: the next worker sets up after"
+    assert not ev.overlap, "under the interpreter the CPU is timed: one worker ahead, set up after"
     ev.overlap = True
     try:
         assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        assert len(ev._spares) == 1, "the reference's ops were not known when it started: one ahead"
         wait_until_set_up(ev)
-        second_worker, sent[:] = id(ev._spare), []
-        second = ev.evaluate(KERNELS / "good_gemm")
+        assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        assert len(ev._spares) == 2 and all(spare.released for spare in ev._spares), "both let go as it ended"
+        third_worker, watched[:] = ev._spares[0], [ev._spares[1]]
+        wait_until_set_up(ev)
+        sent[:] = []
         third = ev.evaluate(KERNELS / "good_gemm")
+        fourth_worker = watched[0]
+        assert fourth_worker.alive() and fourth_worker.ready(), "the one after it was set up by then"
+        after = ev._spares[1]
+        fourth = ev.evaluate(KERNELS / "good_gemm")
     finally:
         ev.close()
-    assert (second.status, third.status) == ("correct", "correct"), (second.message, third.message)
-    mine = [(i, payload, ready) for i, (who, payload, ready) in enumerate(sent) if who == second_worker]
-    request = next(i for i, payload, _ in mine if isinstance(payload, dict) and payload.get("candidates"))
-    released = [i for i, (who, payload, _) in enumerate(sent) if who != second_worker and payload == ev.known]
-    assert released and released[0] < request, "the spare is let go before the candidate is handed over"
-    verdicts = [ready for _, payload, ready in mine if isinstance(payload, str) and '"verdict"' in payload]
-    assert verdicts and all(verdicts), "a check verdict went out while the spare was still setting up"
-    assert third.stage_s["waited"] == 0.0, third.stage_s
+    assert (third.status, fourth.status) == ("correct", "correct"), (third.message, fourth.message)
+    mine = [(payload, ready) for who, payload, ready in sent if who == id(third_worker)]
+    verdicts = [ready for payload, ready in mine if isinstance(payload, str) and '"verdict"' in payload]
+    assert verdicts and all(verdicts), "a check verdict went out while the next worker was still setting up"
+    let_go = [i for i, (who, payload, _) in enumerate(sent) if who == id(after) and payload == ev.known]
+    last_of_third = max(i for i, (who, _, _) in enumerate(sent) if who == id(third_worker))
+    assert let_go and let_go[0] > last_of_third, "the one after the next is let go only once the evaluation ended"
+    assert fourth.stage_s["waited"] == 0.0, fourth.stage_s
 
 
 def test_the_time_a_verdict_waits_on_the_spare_is_not_counted_against_the_candidates_limit(monkeypatch):
@@ -131,7 +139,9 @@ def test_the_time_a_verdict_waits_on_the_spare_is_not_counted_against_the_candid
     ev = Evaluator("gemm", device="interpret", gpu=H200, prewarm=True, overlap=True,
                    config=EvalConfig(check_suite="tiny", bench_suite="", seed=11, check_timeout_s=100.0))
     try:
-        assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        for _ in range(2):  # the first two keep their workers ahead; the third's timing waits for the next
+            assert ev.evaluate(KERNELS / "good_gemm").status == "correct"
+        assert skew[0] == 0.0
         result = ev.evaluate(KERNELS / "good_gemm")
     finally:
         ev.close()
@@ -143,8 +153,8 @@ def test_a_prepared_worker_that_died_while_waiting_is_replaced():
     ev = evaluator(prewarm=True)
     try:
         ev.warm()
-        os.kill(ev._spare.proc.pid, 9)
-        ev._spare.proc.wait()
+        os.kill(ev._spares[0].proc.pid, 9)
+        ev._spares[0].proc.wait()
         result = ev.evaluate(KERNELS / "good_gemm")
         assert result.status == "correct", result.message
     finally:
@@ -175,9 +185,9 @@ def test_a_prepared_worker_is_handed_a_candidate_only_once_set_up_and_one_that_d
     the next candidate then gets a fresh worker, not a crash of its own."""
     ev = evaluator(prewarm=True)
     ev._new_worker = lambda gated=False: "fresh"
-    ev._spare = ready = _Spare(sets_up=True)
+    ev._spares = [ready := _Spare(sets_up=True)]
     assert ev._take_worker() is ready and ready.polls == 2 and not ready.discarded
-    ev._spare = dying = _Spare(sets_up=False)
+    ev._spares = [dying := _Spare(sets_up=False)]
     assert ev._take_worker() == "fresh" and dying.discarded
 
 
@@ -195,7 +205,7 @@ def test_the_set_up_a_request_waited_for_before_its_hand_over_is_reported_as_wai
 def test_close_ends_the_prepared_worker_and_removes_its_folder():
     ev = evaluator(prewarm=True)
     ev.warm()
-    spare = ev._spare
+    spare = ev._spares[0]
     ev.close()
     assert not spare.alive() and not spare.path.exists()
 
