@@ -2,9 +2,11 @@
 (B=2, S=2048, hidden 4096, 32/8 heads of 128, MLP 14336, bf16), unpatched and under patch() of the packaged bests
 of the shipped CUDA attention and GEMM runs (the GEMM package also with today's cuda_wgmma seed as its kernel, as
 the test does), each profiled over a few eager forwards: torch.profiler's top ops by GPU time and by CPU time, the
-median forward time, and the packages' call counters.
+median forward time, and the packages' call counters. `--model 1b --seq S`: instead, Llama-3.2-1B's block (B=1,
+qkv and gate+up fused) under the packages of the two runs evolved for its shapes (tests/package/test_gpu_model.py),
+attention alone and with GEMM.
 
-    python scripts/package_block_profile.py [--rows 15] [--forwards 5]
+    python scripts/package_block_profile.py [--rows 15] [--forwards 5] [--model 1b --seq 1024]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "package"))
 
 import test_gpu  # noqa: E402  (the block, the packages and their patching, as the GPU test builds them)
+import test_gpu_model  # noqa: E402
 
 
 def table(prof, key: str, rows: int) -> str:
@@ -54,7 +57,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=15)
     parser.add_argument("--forwards", type=int, default=5)
+    parser.add_argument("--model", choices=("8b", "1b"), default="8b")
+    parser.add_argument("--seq", type=int, default=1024, help="tokens, with --model 1b")
     args = parser.parse_args()
+    if args.model == "1b":
+        return model_1b(args)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; block B={test_gpu.BATCH} S={test_gpu.SEQ}, "
           f"eager, no grad")
     with tempfile.TemporaryDirectory() as root, torch.no_grad():
@@ -68,6 +75,22 @@ def main() -> None:
                 label = "the shipped run's best" if gemm == "gemm" else "today's cuda_wgmma seed"
                 profiled(f"patched: attention package, GEMM package with {label}", model, x, args.rows,
                          args.forwards)
+                for package in chosen:
+                    print(f"{package.__name__}: {test_gpu.report(package)}")
+
+
+def model_1b(args) -> None:
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; Llama-3.2-1B block B=1 S={args.seq}, eager, "
+          "no grad")
+    with tempfile.TemporaryDirectory() as root, torch.no_grad():
+        packages = test_gpu_model.build_model_packages(Path(root))
+        model = test_gpu.block(test_gpu_model.LLAMA_1B, 1, args.seq, fused=True)
+        x = torch.randn(1, args.seq, test_gpu_model.LLAMA_1B.hidden, device="cuda", dtype=torch.bfloat16)
+        profiled("unpatched (SDPA, cuBLAS)", model, x, args.rows, args.forwards)
+        for label, chosen in (("attention", (packages["attention"],)),
+                              ("attention+gemm", (packages["attention"], packages["gemm"]))):
+            with test_gpu.patched(chosen):
+                profiled(f"patched: {label}", model, x, args.rows, args.forwards)
                 for package in chosen:
                     print(f"{package.__name__}: {test_gpu.report(package)}")
 

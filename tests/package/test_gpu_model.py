@@ -26,9 +26,8 @@ LLAMA_1B = Dims(2048, 32, 8, 64, 8192)
 ROUNDS = 5
 
 
-@pytest.fixture(scope="module")
-def packages(tmp_path_factory):
-    root = tmp_path_factory.mktemp("model_packages")
+def build_model_packages(root) -> dict:
+    """{"attention", "gemm"}: the packaged bests of the two Llama-3.2-1B runs, imported."""
     built = {}
     for key, example in (("attention", ATTENTION_LLAMA), ("gemm", GEMM_LLAMA)):
         name = f"llama1b_{key}"
@@ -40,6 +39,11 @@ def packages(tmp_path_factory):
         sys.path.insert(0, str(root / name))
         built[key] = importlib.import_module(name)
     return built
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    return build_model_packages(tmp_path_factory.mktemp("model_packages"))
 
 
 def _under(packages, forward, x):
