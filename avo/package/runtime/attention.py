@@ -44,14 +44,21 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
 
 
 def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
+    if _counted_refusal(q, k, v, causal) is None:
+        return _loader.entry("attention")(q, k, v, causal, scale)
+    return library(q, k, v, causal, scale)
+
+
+def _counted_refusal(q, k, v, causal: bool) -> str | None:
+    """`_refusal`, the call counted where it goes."""
     calls["op"] += 1
     reason = _refusal(q, k, v, causal)
     if reason is None:
         calls["kernel"] += 1
-        return _loader.entry("attention")(q, k, v, causal, scale)
-    calls["library"] += 1
-    fallbacks[reason] += 1
-    return library(q, k, v, causal, scale)
+    else:
+        calls["library"] += 1
+        fallbacks[reason] += 1
+    return reason
 
 
 @attention_op.register_fake
@@ -73,8 +80,12 @@ def _sdpa_route(original):
     def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                      scale=None, enable_gqa=False):
         ours = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
-                and (enable_gqa or query.shape[1] == key.shape[1]))
-        if ours:
+                and (enable_gqa or query.shape[1] == key.shape[1]) and not _guard.wants_grad(query, key, value))
+        if ours and _guard.eager(query, key, value):  # decided here: a call the guard refuses is made as it was
+            if _counted_refusal(query, key, value, is_causal) is None:
+                scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+                return _loader.entry("attention")(query, key, value, is_causal, scale)
+        elif ours:
             return attention(query, key, value, is_causal, scale)
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
