@@ -51,3 +51,65 @@ def test_a_refused_sdpa_call_goes_to_sdpa_with_its_own_arguments(runs, tmp_path,
     (args, kwargs), = spy.seen
     assert args == (q, k, v) and kwargs["scale"] is None and kwargs["enable_gqa"] is True and kwargs["is_causal"]
     assert out.shape == q.shape and pkg.calls == {"op": 1, "library": 1}
+
+
+ATTENTION_STAND_IN = '''
+import torch
+
+
+def attention(q, k, v, causal, scale):  # SDPA's own binding: F's may be the route itself
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+'''
+GEMM_STAND_IN = '''
+import torch
+
+READS_TRANSPOSED_B = True
+
+
+def gemm(a, b):
+    return (a.float() @ b.float()).to(a.dtype)
+'''
+
+
+def _graph_targets(fn, *args) -> list:
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([str(node.target) for node in gm.graph.nodes if node.op == "call_function"])
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, fullgraph=True, backend=backend)(*args)
+    assert len(graphs) == 1, graphs
+    return graphs[0]
+
+
+def test_traced_routes_put_the_library_call_itself_in_the_graph_where_the_guard_refuses(runs, tmp_path):
+    """Under torch.compile the route's decision is traced: a shape the guard refuses becomes the library's own node
+    (what the unpatched graph holds), a shape it lets through the op."""
+    slower = {"dims": ["B", "Hq", "Hkv", "S", "D", "causal", "dtype"], "shapes": [[1, 4, 2, 16, 64, True, "bfloat16"]],
+              "speedups": [0.9], "timed": 2, "enforced": True}
+    pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_traced", ATTENTION_STAND_IN, device="cpu",
+                              device_names=[], library_faster=slower)
+    sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
+    inputs = {s: (torch.randn(1, 4, s, 64, dtype=torch.bfloat16), torch.randn(1, 2, s, 64, dtype=torch.bfloat16),
+                  torch.randn(1, 2, s, 64, dtype=torch.bfloat16)) for s in (16, 17)}
+    with pkg.patch():
+        refused, taken = _graph_targets(sdpa, *inputs[16]), _graph_targets(sdpa, *inputs[17])
+    assert not any("sdpa_traced" in t for t in refused) and any("scaled_dot_product_attention" in t for t in refused)
+    assert any("sdpa_traced.attention" in t for t in taken), taken
+
+    gemm_slower = {"dims": ["M", "N", "K", "dtype"], "shapes": [[8, 24, 40, "bfloat16"]], "speedups": [0.9],
+                   "timed": 2, "enforced": True}
+    gemm_pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "linear_traced", GEMM_STAND_IN, device="cpu",
+                                   device_names=[], library_faster=gemm_slower)
+    linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
+    with gemm_pkg.patch():
+        refused = _graph_targets(linear, torch.randn(8, 40, dtype=torch.bfloat16))
+        taken = _graph_targets(linear, torch.randn(9, 40, dtype=torch.bfloat16))
+        matmul_refused = _graph_targets(torch.matmul, torch.randn(8, 40, dtype=torch.bfloat16),
+                                        torch.randn(40, 24, dtype=torch.bfloat16))
+    assert not any("linear_traced" in t for t in refused) and any("linear" in t for t in refused), refused
+    assert any("linear_traced.gemm" in t for t in taken), taken
+    assert not any("linear_traced" in t for t in matmul_refused), matmul_refused

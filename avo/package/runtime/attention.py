@@ -20,7 +20,8 @@ __all__ = ["NAMESPACE", "attention", "attention_op", "calls", "fallbacks", "libr
 NAMESPACE = __name__.rpartition(".")[0]
 _SDPA = F.scaled_dot_product_attention  # taken before any patch() replaces it
 calls = collections.Counter()
-"""Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason."""
+"""Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason. (A
+patch() route traced by torch.compile leaves a call the guard refuses to the library uncounted.)"""
 fallbacks = collections.Counter()
 
 
@@ -68,12 +69,16 @@ def _(q, k, v, causal, scale):
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None) -> torch.Tensor:
     """softmax(q kᵀ · scale, causal mask optional) v; scale defaults to 1/sqrt(D), as SDPA's does."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = _scale(q, scale)
     if _guard.wants_grad(q, k, v):
         return library(q, k, v, causal, scale)
     if _guard.eager(q, k, v):
         return _attention(q, k, v, causal, scale)
     return attention_op(q, k, v, causal, scale)
+
+
+def _scale(q, scale: float | None) -> float:
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
 
 def _sdpa_route(original):
@@ -83,10 +88,9 @@ def _sdpa_route(original):
                 and (enable_gqa or query.shape[1] == key.shape[1]) and not _guard.wants_grad(query, key, value))
         if ours and _guard.eager(query, key, value):  # decided here: a call the guard refuses is made as it was
             if _counted_refusal(query, key, value, is_causal) is None:
-                scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-                return _loader.entry("attention")(query, key, value, is_causal, scale)
-        elif ours:
-            return attention(query, key, value, is_causal, scale)
+                return _loader.entry("attention")(query, key, value, is_causal, _scale(query, scale))
+        elif ours and _refusal(query, key, value, is_causal) is None:  # traced: the op where the guard lets it be
+            return attention_op(query, key, value, is_causal, _scale(query, scale))
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
 

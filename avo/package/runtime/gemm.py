@@ -24,7 +24,8 @@ __all__ = ["NAMESPACE", "calls", "fallbacks", "gemm", "gemm_op", "library"]
 NAMESPACE = __name__.rpartition(".")[0]
 _MATMUL = torch.matmul  # taken before any patch() replaces it
 calls = collections.Counter()
-"""Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason."""
+"""Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason. (A
+patch() route traced by torch.compile leaves a call the guard refuses to the library uncounted.)"""
 fallbacks = collections.Counter()
 
 
@@ -44,11 +45,17 @@ def _transposed(b) -> bool:
 
 
 def _refusal(a, b) -> str | None:
+    reason = _guard_refusal(a, b)
+    return reason if reason is not None or not _transposed(b) else _transposed_refusal(a, b)
+
+
+def _guard_refusal(a, b) -> str | None:
+    """The guard's answer, a transposed b read as the row-major tensor it views (whether the kernel reads that
+    layout is `_transposed_refusal`'s question)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         return "shape (not [M, K] @ [K, N])"
-    transposed = _transposed(b)
-    reason = _guard.refusal((a, b.t() if transposed else b), {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]})
-    return reason if reason is not None or not transposed else _transposed_refusal(a, b)
+    rows = b.t() if _transposed(b) else b
+    return _guard.refusal((a, rows), {"M": a.shape[0], "N": b.shape[1], "K": a.shape[1]})
 
 
 def _transposed_refusal(a, b) -> str | None:
@@ -100,7 +107,8 @@ def gemm(a, b) -> torch.Tensor:
 def _matmul_route(original):
     def matmul(input, other, *, out=None):
         if out is None and isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) \
-                and input.dim() == other.dim() == 2:
+                and input.dim() == other.dim() == 2 and (_guard.eager(input, other)
+                                                         or _guard_refusal(input, other) is None):
             return gemm(input, other)
         return original(input, other) if out is None else original(input, other, out=out)
 
@@ -113,7 +121,9 @@ def _linear_route(original):
                                                                                       (bias,))):
             return original(input, weight, bias)
         a, b = input.reshape(-1, input.shape[-1]), weight.t()  # views: the weight is never copied
-        if not _guard.eager(a, b):
+        if not _guard.eager(a, b):  # traced: the op where the guard lets it be (the op checks the layout)
+            if _guard_refusal(a, b) is not None:
+                return original(input, weight, bias)
             out = gemm_op(a, b)
         elif _counted_refusal(a, b) is None:
             out = _loader.entry("gemm")(a, b)

@@ -9,7 +9,6 @@ with --keep-slower ("enforced" false).
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -27,15 +26,16 @@ _SLOWER = {tuple(shape): speedup for shape, speedup in zip(_FASTER["shapes"], _F
            if _FASTER["enforced"]}
 
 
-@functools.lru_cache(maxsize=None)
-def _device_name(index: int) -> str:
-    return torch.cuda.get_device_name(index)
+_GPUS: dict[int, str | None] = {}
 
 
-@functools.lru_cache(maxsize=None)
+@torch.compiler.assume_constant_result  # torch.compile tracing a route (patch.py) takes its answer as it is
 def _gpu_refusal(index: int) -> str | None:
-    names = COVERED["device_names"]
-    return f"gpu {_device_name(index)}" if names and _device_name(index) not in names else None
+    if index not in _GPUS:
+        names = COVERED["device_names"]
+        name = torch.cuda.get_device_name(index) if names else ""
+        _GPUS[index] = f"gpu {name}" if names and name not in names else None
+    return _GPUS[index]
 
 
 def wants_grad(*tensors: torch.Tensor) -> bool:

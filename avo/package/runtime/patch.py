@@ -1,6 +1,8 @@
 """`patch()`: inside it, the library calls the op can stand in for go through the op; every other call (one with a
 mask, dropout, a batched matmul, ...) goes where it always went. The op's ROUTES say which functions it replaces and
-which of their calls it takes."""
+which of their calls it takes. A route asks the guard first: in eager mode a call it refuses is made as the caller
+made it; while torch.compile traces, the guard's answer is traced too, so a refused call is the library's own node in
+the graph and only the others are the op's."""
 
 from __future__ import annotations
 
