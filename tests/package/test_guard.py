@@ -68,3 +68,19 @@ def test_the_manifest_lists_each_timed_shape_the_library_won(runs, tmp_path, cap
         assert faster["enforced"] is (out == "left")
     printed = capsys.readouterr().out
     assert "left to the library: 2 of 3" in printed and "kept on the kernel (--keep-slower): 2 of 3" in printed
+
+
+def test_each_input_the_run_did_not_cover_is_refused_with_its_reason(runs, tmp_path):
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "reasons", STAND_IN, device="cpu", device_names=[],
+                              library_faster={**SLOWER, "enforced": True})
+    guard, (low, high) = pkg._guard, pkg.MANIFEST["guard"]["ranges"]["K"]
+    a, b = torch.randn(8, 40, dtype=torch.bfloat16), torch.randn(40, 24, dtype=torch.bfloat16)
+    dims = {"M": 8, "N": 24, "K": 40}
+    assert guard.refusal((a, b), {**dims, "M": 9}) is None
+    assert guard.refusal((a, b.float()), dims) == "dtype float32"
+    assert guard.refusal((a.float(), b.float()), dims) == "dtype float32"  # alike, but not a dtype the run timed
+    assert guard.refusal((a, b.t().contiguous().t()), dims) == "layout (not contiguous)"
+    assert guard.refusal((a, b), {**dims, "K": high + 1}) == f"K={high + 1} outside {low}..{high}"
+    assert guard.refusal((a, b), dims) == "measured slower than the library at this shape (0.910x)"
+    if torch.cuda.is_available():
+        assert guard.refusal((a, b.cuda()), dims) == "device cpu"

@@ -21,9 +21,10 @@ _DTYPES = {getattr(torch, name, None) for name in COVERED["dtypes"]} - {None}
 _RANGES = tuple((dim, low, high) for dim, (low, high) in COVERED["ranges"].items())
 _VALUES = tuple((dim, frozenset(values), values) for dim, values in COVERED["values"].items())
 _FASTER = COVERED.get("library_faster") or {"dims": [], "shapes": [], "speedups": [], "enforced": False}
-_SLOWER_DIMS = tuple(_FASTER["dims"][:-1])  # the shape's dims; the dtype's name is the key's last part
-_SLOWER = {tuple(shape): speedup for shape, speedup in zip(_FASTER["shapes"], _FASTER["speedups"])
-           if _FASTER["enforced"]}
+_SLOWER_DIMS = tuple(_FASTER["dims"][:-1])  # the shape's dims; the dtype is the key's last part
+_SLOWER = {(*shape[:-1], getattr(torch, shape[-1], None)): speedup
+           for shape, speedup in zip(_FASTER["shapes"], _FASTER["speedups"]) if _FASTER["enforced"]}
+_DEVICE, _CONTIGUOUS = COVERED["device"], COVERED["contiguous"]
 
 
 _GPUS: dict[int, str | None] = {}
@@ -52,18 +53,23 @@ def eager(*tensors: torch.Tensor) -> bool:
 
 
 def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
-    """Why these inputs must not reach the kernel, or None when the run's cases covered them."""
-    device = tensors[0].device
-    if device.type != COVERED["device"] or any(t.device != device for t in tensors):
+    """Why these inputs must not reach the kernel, or None when the run's cases covered them. (Plain loops and
+    lookups: this runs before every call the package routes, in the caller's host time.)"""
+    device, dtype = tensors[0].device, tensors[0].dtype
+    if device.type != _DEVICE:
         return f"device {device.type}"
+    for t in tensors:
+        if t.device != device:
+            return f"device {device.type}"
+        if t.dtype != dtype:
+            return f"dtype {str(t.dtype).removeprefix('torch.')}"
+        if _CONTIGUOUS and not t.is_contiguous():
+            return "layout (not contiguous)"
     gpu = _gpu_refusal(device.index or 0)
     if gpu is not None:
         return gpu
-    dtype = tensors[0].dtype
-    if dtype not in _DTYPES or any(t.dtype != dtype for t in tensors):
+    if dtype not in _DTYPES:
         return f"dtype {str(dtype).removeprefix('torch.')}"
-    if COVERED["contiguous"] and not all(t.is_contiguous() for t in tensors):
-        return "layout (not contiguous)"
     for dim, low, high in _RANGES:
         if not low <= dims[dim] <= high:
             return f"{dim}={dims[dim]} outside {low}..{high}"
@@ -71,7 +77,7 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
         if dims[dim] not in allowed:
             return f"{dim}={dims[dim]} not among {values}"
     if _SLOWER:
-        speedup = _SLOWER.get((*(dims[dim] for dim in _SLOWER_DIMS), str(dtype).removeprefix("torch.")))
+        speedup = _SLOWER.get((*[dims[dim] for dim in _SLOWER_DIMS], dtype))
         if speedup is not None:
             return f"measured slower than the library at this shape ({speedup:.3f}x)"
     return None
