@@ -456,6 +456,8 @@ def test_a_near_miss_is_not_paired_with_changes_never_measured_alone():
     for m in moves:
         if m.kind == "single":
             search.record(Trial(point=m.point, status="correct", fitness=0.99 if m.point == partner else 0.9))
+            if m.point != partner:  # a measured loss, as the agent's history reports it (measured.change_losses)
+                search.losses[frozenset((k, a, b) for k, (a, b) in m.changes.items())] = 0.1
     first = search.next_move()
     assert first.point == {**partner, "MMA_LAG": near["MMA_LAG"]}, first.describe()
 

@@ -70,7 +70,10 @@ def modelled_speed(shape: Shape, point: Point) -> tuple[float, dict[str, float]]
         pipeline = {1: .55, 2: .84, 3: .98, 4: 1.0, 5: .99, 6: .98}
         factors["pipeline"] = _table(pipeline, stages)
         for width, depth in width_stages(shape, point).items():  # a narrower width's own stages (rules.width_stages)
-            factors[f"pipeline {width}"] = _table(pipeline, depth)
+            # A stage of the narrower tile holds fewer bytes: its depth is read as the stages of a 256-wide tile
+            # (the widest wgmma) that hold as many bytes in flight (on the H200 the 192-wide tile paid at 4 stages,
+            # the 128-wide at 5; the 128-wide's sixth read the same as its fifth: BENCHMARKS.md, 2026-12-04).
+            factors[f"pipeline {width}"] = _interpolated(pipeline, depth * (bm + width) / (bm + WIDEST))
         factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
         if "group" in shape.roles:
             factors["l2_order"] = .95 if shape.get(point, "group", 1) <= 1 else 1.0
@@ -111,6 +114,22 @@ def _table(table: dict[int, float], value: int) -> float:
     return table[nearest] * 0.95
 
 
+WIDEST = 256
+"""The widest wgmma tile (N extent), against which a narrower tile's stages are counted."""
+
+
+def _interpolated(table: dict[int, float], value: float) -> float:
+    """The table read between its entries (linearly), and held at its ends."""
+    keys = sorted(table)
+    if value <= keys[0] or value >= keys[-1]:
+        return table[keys[0] if value <= keys[0] else keys[-1]]
+    low = max(k for k in keys if k <= value)
+    high = min(k for k in keys if k >= value)
+    if low == high:
+        return table[low]
+    return table[low] + (table[high] - table[low]) * (value - low) / (high - low)
+
+
 @dataclass
 class Estimate:
     gain: float
@@ -122,6 +141,9 @@ def estimate(shape: Shape, old: Point, new: Point, facts: Facts | None) -> Estim
     """Expected gain of moving from `old` to `new`, and the one-line why."""
     s_old, f_old = modelled_speed(shape, old)
     s_new, f_new = modelled_speed(shape, new)
+    for key in f_old.keys() ^ f_new.keys():  # a width only one of them reads narrower: no change of its pipeline
+        if key.startswith("pipeline "):
+            s_old, s_new = s_old / f_old.get(key, 1.0), s_new / f_new.get(key, 1.0)
     gain = s_new / s_old - 1.0
     changes = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
     reasons: list[str] = []
