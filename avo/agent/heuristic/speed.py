@@ -69,10 +69,7 @@ def modelled_speed(shape: Shape, point: Point) -> tuple[float, dict[str, float]]
         factors["tile"] = math.sqrt(min(intensity, 96.0) / 96.0) * (1.0 if bn >= bm else 0.99)
         pipeline = {1: .55, 2: .84, 3: .98, 4: 1.0, 5: .99, 6: .98}
         factors["pipeline"] = _table(pipeline, stages)
-        for width, depth in width_stages(shape, point).items():  # a narrower width's own stages (rules.width_stages)
-            # A stage of the narrower tile holds fewer bytes: its depth is read as the stages of a 256-wide tile
-            # (the widest wgmma) that hold as many bytes in flight (on the H200 the 192-wide tile paid at 4 stages,
-            # the 128-wide at 5; the 128-wide's sixth read the same as its fifth: BENCHMARKS.md, 2026-12-04).
+        for width, depth in width_stages(shape, point).items():  # a narrower width's own stages: in bytes in flight
             factors[f"pipeline {width}"] = _interpolated(pipeline, depth * (bm + width) / (bm + WIDEST))
         factors["k_step"] = _table({16: .8, 32: .93, 64: 1.0, 128: .97, 256: .9}, bk)
         if "group" in shape.roles:
@@ -115,7 +112,9 @@ def _table(table: dict[int, float], value: int) -> float:
 
 
 WIDEST = 256
-"""The widest wgmma tile (N extent), against which a narrower tile's stages are counted."""
+"""The widest wgmma tile (N extent). A stage of a narrower tile (rules.width_stages) holds fewer bytes: its depth is
+read as the stages of a tile this wide that hold as many bytes in flight (on the H200 the 192-wide tile paid at 4
+stages, the 128-wide at 5, and its sixth read the same as its fifth: BENCHMARKS.md, 2026-12-04)."""
 
 
 def _interpolated(table: dict[int, float], value: float) -> float:
