@@ -2,7 +2,7 @@
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 #                                             kernelbench kernelbench_evolve evalwall model_evolve
-#                                             gemm_sweep fa3_sweep
+#                                             gemm_sweep fa3_sweep package
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -213,6 +213,13 @@ step_fa3_sweep() {
   local name=${SWEEP_NAME:-fa3_sweep}
   timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/fa3_plan_sweep.py ${FA3_SWEEP:-} --json "$OUT/$name.json" 2>&1 \
     | tee "$OUT/$name.txt" | grep -vE "^b[0-9]+_"
+}
+
+# The packaged kernels in a model's block (tests/package/test_gpu_model.py: Llama-3.2-1B's block under its own runs'
+# packages; tests/package/test_gpu.py: the 8B-class block), each forward's figures printed and kept in $OUT/package.txt.
+step_package() {
+  timeout "${TESTS_TIMEOUT:-400}" python3 -m pytest -m gpu -s -q -p no:cacheprovider tests/package/test_gpu_model.py \
+    tests/package/test_gpu.py 2>&1 | tee "$OUT/package.txt" | grep -E "block|eager|compiled|passed|failed"
 }
 
 for step in "$@"; do
