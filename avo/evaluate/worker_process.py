@@ -13,9 +13,9 @@ before any candidate code ran (`known`, e.g. the reference's ops) comes back on 
 request. Once an earlier worker has reported it, two are kept ahead (Evaluator._spawn): the one after the next is let
 go when an evaluation ends and may still be setting up while the next one compiles and checks; that one's check
 verdicts (which its timing waits for) are then held until the set-up is done (`hold`), so the two never share the
-GPU while anything is timed. (A candidate
-that patched its worker not to wait would be timed beside that set-up, the library too, call by call: noise, no
-edge.) A sandboxed worker's caches start as a copy of what a set-up-only worker built (trusted_cache.py).
+GPU while anything is timed. (A candidate that patched its worker not to wait would be timed beside that set-up,
+the library too, call by call: noise, no edge.) A sandboxed worker's caches start as a copy of what a set-up-only
+worker built (trusted_cache.py).
 
 The verdict comes back on a pipe of its own (the result channel), never through a file: once the candidates are
 scored the worker writes `ready`, the parent answers with a token on stdin that did not exist anywhere in the

@@ -30,24 +30,34 @@ def example_run(runs: Path, example: str) -> str:
     return _IMPORTED[key]
 
 
-def package_with_kernel(runs: Path, example: str, folder: Path, name: str, kernel_source: str, **guard):
-    """The best of `example` packaged as `name` in `folder`, its kernel.py replaced by `kernel_source` and its
-    guard's entries updated with `guard` (device="cpu" lets CPU tensors through), imported."""
+def packaged(runs: Path, example: str, out: Path, name: str) -> Path:
+    """The best of `example` (imported into `runs`) packaged as `name` in `out`, a new folder; `out`."""
     from avo.package.build import build
     from avo.run.directory import Run
 
     run = Run.open(example_run(runs, example), runs)
     try:
-        build(run, "best", folder / name, name=name)
+        build(run, "best", out, name=name)
     finally:
         run.close()
-    package = folder / name / name
+    return out
+
+
+def imported(out: Path, name: str):
+    """The package `name` written in `out`, imported (`out` on sys.path only while it imports)."""
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(out))
+
+
+def package_with_kernel(runs: Path, example: str, folder: Path, name: str, kernel_source: str, **guard):
+    """The best of `example` packaged as `name` in `folder`, its kernel.py replaced by `kernel_source` and its
+    guard's entries updated with `guard` (device="cpu" lets CPU tensors through), imported."""
+    package = packaged(runs, example, folder / name, name) / name
     (package / "kernel" / "kernel.py").write_text(kernel_source)
     manifest = json.loads((package / "MANIFEST.json").read_text())
     manifest["guard"].update(guard)
     (package / "MANIFEST.json").write_text(json.dumps(manifest))
-    sys.path.insert(0, str(folder / name))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(folder / name))
+    return imported(folder / name, name)

@@ -10,18 +10,15 @@ scripts/package_block_profile.py profiles the same block."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
-import sys
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from package_runs import ATTENTION_CUDA, GEMM_CUDA, example_run
+from package_runs import ATTENTION_CUDA, GEMM_CUDA, imported, packaged
 
-from avo.package.build import _carry_candidate, build
-from avo.run.directory import Run
+from avo.package.build import _carry_candidate
 from avo.tasks import load, relative_error
 
 pytestmark = pytest.mark.gpu
@@ -111,18 +108,13 @@ def build_packages(root: Path) -> dict:
     built = {}
     for key, example, name in (("attention", ATTENTION_CUDA, "gpu_attention"), ("gemm", GEMM_CUDA, "gpu_gemm"),
                                ("gemm_seed", GEMM_CUDA, "gpu_gemm_seed")):
-        run = Run.open(example_run(root / "runs", example), root / "runs")
-        try:
-            build(run, "best", root / name, name=name)
-        finally:
-            run.close()
+        packaged(root / "runs", example, root / name, name)
         if key == "gemm_seed":
             kernel = root / name / name / "kernel"
             shutil.rmtree(kernel)
             shutil.copytree(SEED, kernel, ignore=shutil.ignore_patterns("__pycache__"))
             _carry_candidate(kernel, name)  # its avo.cuda imports pointed at the package's copy, as build does
-        sys.path.insert(0, str(root / name))
-        built[key] = importlib.import_module(name)
+        built[key] = imported(root / name, name)
     return built
 
 

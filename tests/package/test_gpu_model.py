@@ -7,17 +7,13 @@ figures are printed for BENCHMARKS.md; nothing is asserted about speed."""
 
 from __future__ import annotations
 
-import importlib
 import statistics
-import sys
 from contextlib import ExitStack
 
 import pytest
-from package_runs import ATTENTION_LLAMA, GEMM_LLAMA, example_run
+from package_runs import ATTENTION_LLAMA, GEMM_LLAMA, imported, packaged
 from test_gpu import Dims, block, forward_ms
 
-from avo.package.build import build
-from avo.run.directory import Run
 from avo.tasks import load, relative_error
 
 pytestmark = pytest.mark.gpu
@@ -28,17 +24,9 @@ ROUNDS = 5
 
 def build_model_packages(root) -> dict:
     """{"attention", "gemm"}: the packaged bests of the two Llama-3.2-1B runs, imported."""
-    built = {}
-    for key, example in (("attention", ATTENTION_LLAMA), ("gemm", GEMM_LLAMA)):
-        name = f"llama1b_{key}"
-        run = Run.open(example_run(root / "runs", example), root / "runs")
-        try:
-            build(run, "best", root / name, name=name)
-        finally:
-            run.close()
-        sys.path.insert(0, str(root / name))
-        built[key] = importlib.import_module(name)
-    return built
+    names = {"attention": ATTENTION_LLAMA, "gemm": GEMM_LLAMA}
+    return {key: imported(packaged(root / "runs", example, root / f"llama1b_{key}", f"llama1b_{key}"),
+                          f"llama1b_{key}") for key, example in names.items()}
 
 
 @pytest.fixture(scope="module")

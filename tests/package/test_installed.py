@@ -18,10 +18,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from package_runs import ATTENTION_TRITON, GEMM_CUDA, GEMM_TRITON, example_run
-
-from avo.package.build import build
-from avo.run.directory import Run
+from package_runs import ATTENTION_TRITON, GEMM_CUDA, GEMM_TRITON, packaged
 
 PROBE = Path(__file__).with_name("probe_installed.py")
 
@@ -41,22 +38,13 @@ def _virtualenv(where: Path) -> Path:
     return python
 
 
-def _packaged(runs: Path, example: str, out: Path, name: str) -> Path:
-    run = Run.open(example_run(runs, example), runs)
-    try:
-        build(run, "best", out, name=name)
-    finally:
-        run.close()
-    return out
-
-
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("installed")
     runs = root / "runs"
     python = _virtualenv(root / "venv")
     for example, name in ((ATTENTION_TRITON, "evolved_attention"), (GEMM_TRITON, "evolved_gemm")):
-        folder = _packaged(runs, example, root / name, name)
+        folder = packaged(runs, example, root / name, name)
         # no index, no build isolation: nothing is downloaded, the dependencies must already be met
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation",
                         str(folder)], check=True, capture_output=True, cwd=root)
@@ -91,7 +79,7 @@ def test_patch_routes_only_the_calls_it_should(probed):
 
 
 def test_a_cuda_kernel_imports_through_its_own_copy_of_avo_cuda(tmp_path):
-    folder = _packaged(tmp_path / "runs", GEMM_CUDA, tmp_path / "pkg", "evolved_cuda_gemm")
+    folder = packaged(tmp_path / "runs", GEMM_CUDA, tmp_path / "pkg", "evolved_cuda_gemm")
     done = subprocess.run([sys.executable, "-I", str(PROBE), "--kernel", str(folder), "evolved_cuda_gemm", "gemm"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

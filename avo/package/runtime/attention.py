@@ -86,11 +86,12 @@ def _sdpa_route(original):
                                      scale=None, enable_gqa=False):
         ours = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
                 and (enable_gqa or query.shape[1] == key.shape[1]) and not _guard.wants_grad(query, key, value))
-        if ours and _guard.eager(query, key, value):  # decided here: a call the guard refuses is made as it was
-            if _counted_refusal(query, key, value, is_causal) is None:
-                return _loader.entry("attention")(query, key, value, is_causal, _scale(query, scale))
-        elif ours and _refusal(query, key, value, is_causal) is None:  # traced: the op where the guard lets it be
-            return attention_op(query, key, value, is_causal, _scale(query, scale))
+        if ours:  # decided here, eager or traced: a call the guard refuses is made as it was
+            eager = _guard.eager(query, key, value)
+            refused = (_counted_refusal if eager else _refusal)(query, key, value, is_causal)
+            if refused is None:
+                kernel = _loader.entry("attention") if eager else attention_op
+                return kernel(query, key, value, is_causal, _scale(query, scale))
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
 

@@ -121,14 +121,11 @@ def _linear_route(original):
                                                                                       (bias,))):
             return original(input, weight, bias)
         a, b = input.reshape(-1, input.shape[-1]), weight.t()  # views: the weight is never copied
-        if not _guard.eager(a, b):  # traced: the op where the guard lets it be (the op checks the layout)
-            if _guard_refusal(a, b) is not None:
-                return original(input, weight, bias)
-            out = gemm_op(a, b)
-        elif _counted_refusal(a, b) is None:
-            out = _loader.entry("gemm")(a, b)
-        else:  # decided here: a call the guard refuses is made as it was
+        # Decided here, eager or traced (traced, the op checks the layout): a call the guard refuses is made as it was.
+        eager = _guard.eager(a, b)
+        if (_counted_refusal if eager else _guard_refusal)(a, b) is not None:
             return original(input, weight, bias)
+        out = _loader.entry("gemm")(a, b) if eager else gemm_op(a, b)
         if bias is not None:
             out = out.add_(bias)  # the op's own fresh output, outside autograd
         return out.reshape(*input.shape[:-1], weight.shape[0])
