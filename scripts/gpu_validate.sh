@@ -2,7 +2,7 @@
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 #                                             kernelbench kernelbench_evolve evalwall model_evolve
-#                                             gemm_sweep fa3_sweep package
+#                                             gemm_sweep fa3_sweep package library
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -102,6 +102,22 @@ step_profile() {
   t0=$(now)
   avo profile kernels/attention/triton_fa2 --kernel attention --case 0 2>&1 | tee "$OUT/profile.txt"
   echo "avo profile wall: $(secs "$t0" "$(now)") s" | tee -a "$OUT/profile.txt"
+}
+
+# The library's own kernel on chosen cases beside a candidate's (`avo profile --library`): what cuDNN or cuBLAS
+# runs there (its name gives the tile shape), its grid, registers and stalls. LIBRARY_CASES: space-separated
+# KERNEL|SUITE|CASE[|CANDIDATE_DIR] (the candidate profiled too when named); all of it in $OUT/library.txt.
+step_library() {
+  local spec kernel suite case dir
+  for spec in ${LIBRARY_CASES:-"attention|wide|b32_h32-8_s1024_d64_causal|kernels/attention/cuda_fa3"}; do
+    IFS='|' read -r kernel suite case dir <<< "$spec"
+    echo "--- $kernel $suite $case: library" | tee -a "$OUT/library.txt"
+    avo profile --library --kernel "$kernel" --suite "$suite" --case "$case" 2>&1 | tee -a "$OUT/library.txt" | head -3
+    if [ -n "$dir" ]; then
+      echo "--- $kernel $suite $case: $dir" | tee -a "$OUT/library.txt"
+      avo profile "$dir" --kernel "$kernel" --suite "$suite" --case "$case" 2>&1 | tee -a "$OUT/library.txt" | head -3
+    fi
+  done
 }
 
 # A heuristic-agent evolve, exported (EVOLVE_KERNEL, EVOLVE_SEED, EVOLVE_HOURS; the export lands in $OUT).

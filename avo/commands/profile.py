@@ -52,7 +52,7 @@ def _candidate(path: Path) -> Path:
 
 
 def profile(
-    candidate: Path = typer.Argument(..., help="Candidate folder (holds kernel.py)."),
+    candidate: Path | None = typer.Argument(None, help="Candidate folder (holds kernel.py); none with --library."),
     kernel: str = typer.Option(..., "--kernel", help="Task: attention, gemm, or a KernelBench-format .py file."),
     case: str = typer.Option("0", "--case", help=CASE_HELP),
     suite: str = typer.Option("bench", "--suite", help=SUITE_HELP),
@@ -63,13 +63,19 @@ def profile(
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds before ncu is stopped."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help=NO_SANDBOX_HELP),
+    library: bool = typer.Option(False, "--library", help="Profile the library's own call on the case (cuDNN SDPA, "
+                                 "cuBLAS through torch.matmul) instead of a candidate: the kernel it chose, whose "
+                                 "name gives its tile shape, its grid, registers and stalls."),
 ) -> None:
-    """Profile one case of CANDIDATE (a bench case unless --suite says) with Nsight Compute and print a compact
-    summary."""
+    """Profile one case of CANDIDATE (a bench case unless --suite says), or the library's call on it (--library),
+    with Nsight Compute and print a compact summary."""
     from avo.gpus import nvml_device_name, resolve
     from avo.profile.ncu import profile_candidate
 
-    folder = _candidate(candidate)
+    if (candidate is None) == (not library):
+        raise UserError("avo profile takes a candidate folder or --library, not both" if library else
+                        "avo profile needs a candidate folder, or --library to profile the library's call")
+    folder = None if library else _candidate(candidate)
     index = _case_index(kernel, suite, case)
     if nvml_device_name() is None:
         raise UserError("avo profile needs an NVIDIA GPU and none was found: `avo inspect` reports registers, spills "

@@ -30,15 +30,15 @@ def task_spec_for_child(task_spec: str) -> str:
     return with_options(task_spec)
 
 
-def command(cmd: Sequence[str], *, mode: str, scratch: Path, candidate: Path, task_spec: str,
+def command(cmd: Sequence[str], *, mode: str, scratch: Path, candidate: Path | None, task_spec: str,
             hide: Sequence[Path] = (), programs: Sequence[str] = ()) -> Child:
     """`cmd` as it runs on `candidate`: wrapped when `mode` wants the sandbox (refused in one line when it is `on`
     and there is none). `programs`: executables outside the Python install that `cmd` starts (ncu), whose folders
-    stay readable where a masked folder holds them."""
+    stay readable where a masked folder holds them. `candidate` None: the library's call, no candidate folder."""
     if not sandbox.wanted(mode):
         return Child(list(cmd), {}, False)
     task_file = Path(task_spec.partition("?")[0])
-    readable = [Path(candidate)] + ([task_file.parent] if task_file.suffix == ".py" else [])
+    readable = ([] if candidate is None else [Path(candidate)]) + ([task_file.parent] if task_file.suffix == ".py" else [])
     for program in programs:  # the folder a launcher sits in, and the one it links to (ncu finds its parts there)
         readable += [Path(program).parent, Path(os.path.realpath(program)).parent]
     wrapped = sandbox.command(cmd, writable=[Path(scratch)], cwd=Path(scratch), hide=hide, readable=readable)

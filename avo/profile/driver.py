@@ -1,9 +1,11 @@
 """The program Nsight Compute watches: run one bench case of a candidate, with only the measured call profiled.
 
     python -m avo.profile.driver --candidate DIR --kernel gemm --case 0 --status status.json
+    python -m avo.profile.driver --library --kernel gemm --case 0 --status status.json
 
-Imports the candidate, builds the case's inputs on the GPU, calls the entry a few times (compilation and caches
-warm), then calls it once more inside the NVTX push/pop range RANGE, which ncu filters on. What happened is written
+Imports the candidate (or, with --library, takes the task's library call: cuDNN SDPA, cuBLAS through torch.matmul),
+builds the case's inputs on the GPU, calls it a few times (compilation, plans and caches warm), then once more inside
+the NVTX push/pop range RANGE, which ncu filters on. What happened is written
 to the status file as JSON (ncu owns stdout): {"ok": true, "case": ...} or {"ok": false, "error": "..."}.
 """
 
@@ -18,8 +20,9 @@ RANGE = "avo_profile"
 WARMUP_CALLS = 3
 
 
-def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int,
+def run_case(candidate: Path | None, task_spec: str, suite: str, index: int, seed: int,
              workload_file: Path | None = None) -> str:
+    """Run case `index` of `suite` with the candidate's entry, or the library's call when `candidate` is None."""
     import torch
 
     from avo.evaluate.worker.loader import load_entry
@@ -29,13 +32,17 @@ def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int,
     workload = Workload.model_validate_json(workload_file.read_text()) if workload_file else None
     task = load(task_spec, workload)
     case = task.cases(suite)[index]
-    entry = load_entry(candidate, task.entry)
+    entry = None if candidate is None else load_entry(candidate, task.entry)
     inputs = task.make_inputs(case, seed, "cuda")
+
+    def call():
+        return task.library(*inputs) if entry is None else task.call(entry, inputs)
+
     for _ in range(WARMUP_CALLS):
-        task.call(entry, inputs)
+        call()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push(RANGE)
-    task.call(entry, inputs)
+    call()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
     return case.name
@@ -43,7 +50,9 @@ def run_case(candidate: Path, task_spec: str, suite: str, index: int, seed: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m avo.profile.driver")
-    parser.add_argument("--candidate", type=Path, required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--candidate", type=Path)
+    source.add_argument("--library", action="store_true", help="profile the task's library call instead")
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--suite", default="bench")
     parser.add_argument("--case", type=int, default=0)
@@ -55,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     die_with_parent()  # started by ncu, not by avo: when ncu dies with avo, this goes too
     try:
-        status = {"ok": True, "case": run_case(args.candidate, args.kernel, args.suite, args.case, args.seed,
-                                                 args.workload)}
+        candidate = None if args.library else args.candidate
+        status = {"ok": True, "case": run_case(candidate, args.kernel, args.suite, args.case, args.seed, args.workload)}
     except BaseException as exc:  # whatever the candidate raised is reported, never a traceback on ncu's output
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -80,8 +80,8 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_index: int, log: Path, status: Path,
-                metrics: list[str], workload_file: Path | None = None) -> list[str]:
+def ncu_command(ncu: str, *, candidate: Path | None, task_spec: str, suite: str, case_index: int, log: Path,
+                status: Path, metrics: list[str], workload_file: Path | None = None) -> list[str]:
     cmd = [ncu, "--target-processes", "all", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/",
            "--launch-count", str(MAX_KERNELS)]
     for section in SECTIONS:
@@ -89,7 +89,8 @@ def ncu_command(ncu: str, *, candidate: Path, task_spec: str, suite: str, case_i
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
     cmd += ["--csv", "--page", "details", "--log-file", str(log),
-            sys.executable, "-m", "avo.profile.driver", "--candidate", str(candidate), "--kernel", task_spec,
+            sys.executable, "-m", "avo.profile.driver",
+            *(["--library"] if candidate is None else ["--candidate", str(candidate)]), "--kernel", task_spec,
             "--suite", suite, "--case", str(case_index), "--status", str(status)]
     if workload_file is not None:
         cmd += ["--workload", str(workload_file)]
@@ -154,15 +155,17 @@ def pick_case(task_spec: str, suite: str, index: int, workload=None):
     return task, cases[index]
 
 
-def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
+def profile_candidate(candidate_dir: Path | None, task_spec: str, *, gpu, case_index: int = 0, suite: str = "bench",
                       out_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                       ncu: str | None = None, workload=None, sandbox: str = "auto",
                       hide: Sequence[Path] = ()) -> NcuProfile:
-    """Profile case `case_index` of `suite` (of a workload's cases as the bench suite, if given); raises
-    ProfileError with a one-line reason when there is no profile. `sandbox`: EvalConfig.sandbox's policy for ncu and
+    """Profile case `case_index` of `suite` (of a workload's cases as the bench suite, if given) as the candidate in
+    `candidate_dir` runs it, or as the library does when that is None (the kernel a candidate races: its name, which
+    names the library's tile shape, its grid, registers and stalls); raises ProfileError with a one-line reason when
+    there is no profile. `sandbox`: EvalConfig.sandbox's policy for ncu and
     the candidate; `hide`: what the sandbox masks besides the home folder and /root (the runs folder)."""
     ncu_path = find_ncu(ncu)
-    candidate_dir = Path(candidate_dir).resolve()
+    candidate_dir = None if candidate_dir is None else Path(candidate_dir).resolve()
     task, case = pick_case(task_spec, suite, case_index, workload)
     task_spec = confine.task_spec_for_child(task_spec)
     started = time.monotonic()
@@ -195,6 +198,7 @@ def profile_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
             raise explain_failure(returncode, details + "\n" + output, status, case.name, child.sandboxed)
         summary = summarize(kernels, gpu=gpu, flops=task.flops(case), nbytes=task.bytes(case), case=case.name,
                             task=task.name)
+        summary["source"] = "library" if candidate_dir is None else "candidate"
         csv_path = _keep(details or output, summary, out_dir, case_index) if out_dir is not None else None
     return NcuProfile(summary=summary, text=render(summary), csv_path=csv_path, seconds=time.monotonic() - started)
 

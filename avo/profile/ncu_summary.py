@@ -69,7 +69,8 @@ def summarize(kernels: list[KernelReport], *, gpu=None, flops: float | None = No
 def render(s: dict) -> str:
     """The summary as text for a person or a model: at most MAX_LINES lines."""
     where = " ".join(x for x in (s.get("task"), s.get("case")) if x)
-    lines = [f"ncu profile of {s['kernel']} (grid {s['grid']}, block {s['block']})"
+    whose = "the library's kernel " if s.get("source") == "library" else ""
+    lines = [f"ncu profile of {whose}{s['kernel']} (grid {s['grid']}, block {s['block']})"
              + (f", {where}" if where else "") + (f", on {s['gpu']}" if s.get("gpu") else "")
              + ", clocks not locked"]
     others = [k for k in s["kernels"] if k["name"] != s["kernel"] or k["duration_us"] != s["duration_us"]]

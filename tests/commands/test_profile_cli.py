@@ -31,6 +31,9 @@ def test_bad_input_is_one_line_with_exit_code_2(capsys, tmp_path):
     assert "no case named 'b1'" in _one_line_error(capsys, ["profile", tiny, "--kernel", "gemm", "--case", "b1"])
     assert "unknown suite 'long'" in _one_line_error(capsys, ["inspect", tiny, "--kernel", "gemm", "--suite", "long",
                                                                "--case", "x"])
+    assert "needs a candidate folder, or --library" in _one_line_error(capsys, ["profile", "--kernel", "gemm"])
+    assert "a candidate folder or --library, not both" in _one_line_error(
+        capsys, ["profile", tiny, "--library", "--kernel", "gemm"])
 
 
 def test_a_case_is_named_by_index_or_by_name_in_any_suite(capsys):

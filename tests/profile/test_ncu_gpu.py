@@ -44,3 +44,16 @@ def test_avo_profile_on_the_attention_seed_takes_under_a_minute():
     assert done.returncode == 0, done.stderr
     assert "_attention_fwd" in done.stdout and "top stalls" in done.stdout
     assert seconds < 60, f"avo profile took {seconds:.1f} s"
+
+
+def test_profile_of_the_librarys_call_names_its_kernel(tmp_path):
+    from avo.gpus import resolve
+    from avo.profile.ncu import profile_candidate
+
+    gpu = resolve("auto", "cuda")
+    result = profile_candidate(None, "gemm", gpu=gpu, case_index=0, sandbox="off")
+    s = result.summary
+    assert s["source"] == "library" and s["case"] == "4096x4096x4096"
+    assert s["duration_us"] > 0 and s["registers_per_thread"] > 0 and s["tensor_pipe_pct"] > 0
+    assert "mm_desc" not in s["kernel"] and "_attention_fwd" not in s["kernel"]  # none of avo's seeds' kernels
+    assert result.text.startswith(f"ncu profile of the library's kernel {s['kernel']}")

@@ -140,3 +140,31 @@ def test_find_ncu_accepts_an_explicit_executable(tmp_path):
     assert find_ncu(ncu) == ncu
     with pytest.raises(ProfileError):
         find_ncu(str(tmp_path / "missing-ncu"))
+
+
+def test_the_librarys_call_is_profiled_with_no_candidate_named(tmp_path):
+    cmd = ncu_command("ncu", candidate=None, task_spec="attention", suite="wide", case_index=5,
+                      log=tmp_path / "x.csv", status=tmp_path / "s.json", metrics=[])
+    assert "--library" in cmd and "--candidate" not in cmd
+    ncu = fake_ncu(tmp_path, f"""\
+        assert "--library" in args and "--candidate" not in args, args
+        open(log, "w").write(open({str(FIXTURE)!r}).read())
+        open(status, "w").write(json.dumps({{"ok": True, "case": "4096x4096x4096"}}))
+    """)
+    result = profile_candidate(None, "gemm", gpu=H200, ncu=ncu, sandbox="off")
+    assert result.summary["source"] == "library"
+    assert result.text.startswith("ncu profile of the library's kernel mm_desc (grid (512, 1, 1)")
+    ours = profile_candidate(SEED, "gemm", gpu=H200, ncu=fake_ncu(tmp_path, f"""\
+        open(log, "w").write(open({str(FIXTURE)!r}).read())
+        open(status, "w").write(json.dumps({{"ok": True, "case": "4096x4096x4096"}}))
+    """), sandbox="off")
+    assert ours.summary["source"] == "candidate" and ours.text.startswith("ncu profile of mm_desc")
+
+
+def test_the_driver_takes_a_candidate_or_the_library_never_both(tmp_path, capsys):
+    status = tmp_path / "status.json"
+    for argv in (["--kernel", "gemm"], ["--candidate", str(SEED), "--library", "--kernel", "gemm"]):
+        with pytest.raises(SystemExit) as info:
+            driver.main(argv + ["--status", str(status)])
+        assert info.value.code == 2
+    assert not status.exists()

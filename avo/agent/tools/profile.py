@@ -14,6 +14,9 @@ from avo.profile import ProfileError
 class ProfileArgs(ToolArgs):
     case: int | str = Field(0, description="Name of the timed case to profile, as the evaluate results show it, or "
                                           "its index (0 = the first).")
+    library: bool = Field(False, description="Profile the library's own call on that case instead of the working "
+                                             "copy: the kernel you race, its name (which gives its tile shape), "
+                                             "grid, registers, shared memory and stalls.")
 
 
 class InspectArgs(ToolArgs):
@@ -25,7 +28,8 @@ def profile(ctx: ToolContext, args: ProfileArgs):
 
     Returns duration, SM / DRAM / L2 throughput, tensor-pipe use, occupancy (achieved and theoretical, with what
     limits it), registers and shared memory per block, the top warp-stall reasons, shared-memory bank conflicts,
-    Nsight Compute's own hints, and where the kernel sits on the roofline of this GPU.
+    Nsight Compute's own hints, and where the kernel sits on the roofline of this GPU. With library=true, the same
+    for the library's call on that case (cuDNN, cuBLAS), to compare against.
     """
     from avo.profile.ncu import profile_candidate
 
@@ -36,7 +40,7 @@ def profile(ctx: ToolContext, args: ProfileArgs):
     workload = ctx.config.evaluation.workload if ctx.config is not None else None
     index = case_index(ctx.task_spec, workload, args.case)
     try:
-        result = profile_candidate(ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=index, out_dir=out_dir,
+        result = profile_candidate(None if args.library else ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=index, out_dir=out_dir,
                                    workload=workload, **_confinement(ctx))
     except Exception as exc:
         raise ToolError(_message("profile", exc)) from None

@@ -47,3 +47,19 @@ def test_unknown_task_is_a_tool_error_not_a_crash():
     ctx = ToolContext(workspace=TINY, task_spec="matmul", device="interpret", gpu=H200)
     with pytest.raises(ToolError, match="unknown kernel 'matmul'"):
         inspect_compile(ctx, InspectArgs())
+
+
+def test_profile_tool_profiles_the_library_when_asked(monkeypatch):
+    seen = {}
+
+    def fake_profile(candidate_dir, task_spec, **kwargs):
+        seen["candidate"] = candidate_dir
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr("avo.profile.ncu.profile_candidate", fake_profile)
+    ctx = ToolContext(workspace=TINY, task_spec="gemm", device="cuda", gpu=H200)
+    for library, expected in ((True, None), (False, TINY)):
+        with pytest.raises(ToolError, match="stop here"):
+            profile(ctx, ProfileArgs(case=0, library=library))
+        assert seen["candidate"] == expected
+    assert ProfileArgs(case=0).library is False
