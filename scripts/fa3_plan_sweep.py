@@ -11,7 +11,7 @@ and max, per configuration.
 --also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2] times further configurations on the cases of head
 dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal grids persistent, each
 block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2: two Q tiles, the next
-tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range.
+tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range, --d only those of that head dim.
 Exits 1 if any output was wrong.
 """
 
@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--single", action="store_true", help="also the single configuration before the table")
     parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")
+    parser.add_argument("--d", type=int, default=None, help="only the cases of this head dim")
     parser.add_argument("--json", type=Path, help="write every case's speedups here")
     args = parser.parse_args()
     extra = [parse_config(t) for t in args.also]
@@ -94,6 +95,8 @@ def main() -> None:
     for case in task.cases(args.suite):
         p = case.params
         if (args.max_s is not None and p["S"] > args.max_s) or (args.min_s is not None and p["S"] < args.min_s):
+            continue
+        if args.d is not None and p["D"] != args.d:
             continue
         configs = {"plan": seed["attention"]} | ({"single": fixed(p["D"], *SINGLE)} if args.single else {})
         for name, config in extra:

@@ -69,6 +69,13 @@ WITH_STREAM = {  # only from STREAM_MIN_ROWS rows (below it stream-K lost on the
 }
 
 
+# The few-token shapes whose 64 x 64 tiles fill one wave (rule 1's NARROW): 128 whole tiles each, no split.
+WITH_NARROW = {
+    "64x8192x8192": (64, 64, 128, 128, 1),
+    "64x8192x28672": (64, 64, 128, 128, 1),
+}
+
+
 def seed_globals(**knobs) -> dict:
     g = load_entry(SEED, "gemm").__globals__
     g.update(knobs)
@@ -88,23 +95,23 @@ def planned(g: dict, case) -> tuple:
 
 def test_the_tables_name_every_bench_and_wide_shape():
     assert {case.name for case in cases("bench", "wide")} == set(BEFORE)
-    assert set(WITH_TAIL) < set(BEFORE) and set(WITH_STREAM) < set(BEFORE)
+    assert set(WITH_TAIL) < set(BEFORE) and set(WITH_STREAM) < set(BEFORE) and set(WITH_NARROW) < set(BEFORE)
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_stream_k_changes_only_the_shapes_whose_waves_it_evens_out(case):
     assert planned(seed_globals(), case) == \
-        WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name]))
+        WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_changes_only_the_shapes_whose_last_wave_it_fills(case):
-    assert planned(seed_globals(STREAM_K=False), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
+    assert planned(seed_globals(STREAM_K=False, _NARROW=None), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_knob_at_1_gives_the_plans_from_before_the_tail(case):
-    assert planned(seed_globals(TAIL_SPLITS=1, STREAM_K=False), case) == BEFORE[case.name]
+    assert planned(seed_globals(TAIL_SPLITS=1, STREAM_K=False, _NARROW=None), case) == BEFORE[case.name]
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide", "check"), ids=lambda c: c.name)
@@ -201,7 +208,8 @@ def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_one_wave():
     g = seed_globals()
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.stream, plan.lanes) == (64, 396, 132, 1)
-    assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)
+    assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (128, 128, 1, 0)  # 64 x 64 tiles, one wave (NARROW)
+    assert seed_globals(_NARROW=None)["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)
     g["FEW"] = dict(g["FEW"], STREAM=False)
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.splits, plan.stream) == (64, 448, 1, 0)
@@ -259,7 +267,8 @@ def test_with_clusters_of_two_every_declared_width_splits_between_the_blocks(tmp
     assert set(widths) == {256, 128}
     for case in cases("bench", "wide"):  # every shape still has a plan, on a width two blocks can share
         p = case.params
-        assert entry.__globals__["plan"](p["M"], p["N"], p["K"], H200_SMS).build.block_n in widths
+        build = entry.__globals__["plan"](p["M"], p["N"], p["K"], H200_SMS).build
+        assert build.block_n in widths or build.cluster_m == 1 and build.block_m == 64  # few tokens: no cluster
 
 
 @needs.nvrtc
@@ -361,7 +370,7 @@ def test_every_stage_count_the_knobs_allow_fits_in_shared_memory_at_every_width(
         assert build.smem <= limit, (width, build.smem)
         asked = stages if width == g["BLOCK_N"] else point[f"STAGES_{width}"]
         assert build.defines["STAGES"] == min(asked, {256: 3, 192: 4, 128: 6}[width])
-    assert g["_FEW"].smem <= limit
+    assert g["_FEW"].smem <= limit and g["_NARROW"].smem <= limit
 
 
 def test_the_narrower_widths_take_their_own_stages(tmp_path):
@@ -412,3 +421,32 @@ def test_the_deepest_stages_of_each_width_compile_for_hopper(tmp_path):
     assert len(deep) == 2
     for build in deep:
         assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags
+
+
+def test_the_narrow_few_token_tile_takes_one_wave_that_fills_more_than_half_the_sms():
+    """64 x 64 tiles where 65 to 132 of them cover N: whole, one per SM, NARROW_STAGES deep; fewer or more keep the
+    64 x 128 tile and its rules (split-K below half the SMs, stream-K past a wave)."""
+    g = seed_globals()
+    narrow = g["_NARROW"]
+    assert (narrow.block_m, narrow.block_n, narrow.defines["STAGES"]) == (64, 64, g["FEW"]["NARROW_STAGES"])
+    for n, expected in ((4160, 64 * 128), (8448, 64 * 64), (8512, 64 * 128), (2048, 64 * 128), (8192, 64 * 64)):
+        plan = g["plan"](64, n, 4096, H200_SMS)
+        assert plan.build.block_m * plan.build.block_n == expected, n
+        if expected == 64 * 64:
+            assert plan.whole == plan.tiles == -(-n // 64) and plan.splits == 1
+    assert g["plan"](65, 8192, 4096, H200_SMS).build.block_m == 128  # past FEW_ROWS: the large tiles
+
+
+def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):
+    import shutil
+
+    from avo.agent.heuristic.knobs import parse_knobs, render
+
+    folder = tmp_path / "wide"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "kernel.py").read_text()
+    knobs = {k.name: k.choices for k in parse_knobs(source)}
+    assert knobs["NARROW@few"] == (False, True) and knobs["NARROW_STAGES@few"] == (4, 6, 8, 12)
+    (folder / "kernel.py").write_text(render(source, {"NARROW@few": False}))
+    g = load_entry(folder, "gemm").__globals__
+    assert g["_NARROW"] is None and g["plan"](64, 8192, 8192, H200_SMS).build.block_n == 128

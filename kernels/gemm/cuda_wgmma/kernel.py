@@ -27,11 +27,18 @@ from avo.cuda import load_module, tensor_map
 #    streams an equal share of B in the last one: 64 x 57344 x 8192 (448 tiles, 3.4 waves) 1.121 -> 1.157x cuBLAS on
 #    the H200. Below one wave it lost (64 x 8192 x 8192: 0.901 -> 0.870): the blocks then read B at different K
 #    offsets, where whole tiles read each K row of B across all its columns at once.
+#    NARROW: where the few-token GEMM's 64 x 64 tiles fill more than half the SMs in one wave, they run whole, one
+#    per SM, NARROW_STAGES deep, in place of half as many 64 x 128 tiles that leave half the SMs idle (or split K
+#    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
+#    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
+#    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at those shapes too (`avo profile --library`).
 FEW_ROWS = 64  # avo: tune 0 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=6,  # avo: tune 3 4 5 6 bucket=few
     STREAM=True,  # avo: tune False True bucket=few
+    NARROW=True,  # avo: tune False True bucket=few
+    NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -142,6 +149,7 @@ class _Build:
 
 
 _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
+_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -283,7 +291,7 @@ def bucket(M, N, K):
 
 
 def plan(M: int, N: int, K: int, sms: int) -> Plan:
-    """The work for one shape: the four rules above, in order."""
+    """The work for one shape: the five rules above, in order."""
     k_steps = -(-K // BLOCK_K)
 
     def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
@@ -294,6 +302,8 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
 
     few = bucket(M, N, K) == "few"
     build = _FEW if few else min(_LARGE.values(), key=whole_time)  # the widest among equals (first)
+    if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
+        build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     units = tiles(build)
     splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
     if splits > 1:
