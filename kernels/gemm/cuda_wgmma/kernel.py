@@ -56,11 +56,13 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 # 192-wide tile has room for 4, a 128-wide for 6; each build takes what it asks for up to what fits). Deeper pays
 # where a tile's K loop is short and its one wave starts cold: on a 1B model's layers (K = 2048) at 1024 rows, 4
 # stages of the 192-wide tile read 0.968 against 0.921x cuBLAS at 3 side by side (1024 x 3072 x 2048 on the H200,
-# an evolve's confirmation; 0.981 against 0.946 in a sweep); from 4096 rows no difference beyond the noise. The
-# shipped depths are those the bench and wide suites were measured with. (STAGES 4 to 6 on the 256-wide tile run
-# with the 3 that fit; they once failed to launch.)
+# an evolve's confirmation; 0.981 against 0.946 in a sweep); from 4096 rows no difference beyond the noise. At 256
+# rows, where the 128-wide tile's one wave walks all of K = 8192 and is bound by streaming B, its sixth stage read
+# 0.972 against 0.910x cuBLAS at 256 x 8192 x 8192 and 0.914 against 0.863 at 256 x 10240 x 8192 (the split tail),
+# side by side on the H200 (BENCHMARKS.md); at 1024 x 2048 x 8192 a fifth read 0.918 and a sixth 0.914 against
+# 0.899 at 4. (STAGES 4 to 6 on the 256-wide tile run with the 3 that fit; they once failed to launch.)
 STAGES_192 = 3  # avo: tune 2 3 4
-STAGES_128 = 4  # avo: tune 3 4 5 6
+STAGES_128 = 6  # avo: tune 3 4 5 6
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
