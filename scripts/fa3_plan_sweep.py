@@ -11,7 +11,9 @@ and max, per configuration.
 --also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2] times further configurations on the cases of head
 dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal grids persistent, each
 block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2: two Q tiles, the next
-tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range, --d only those of that head dim.
+tile's Q loaded ahead). --min-s and --max-s time only the cases of S in that range, --d only those of that head dim,
+--causal only the causal ones. --against DIR times another folder's plan beside this one's (a knob variant of it,
+scripts/knob_variant.py), interleaved in the same process.
 Exits 1 if any output was wrong.
 """
 
@@ -63,6 +65,9 @@ def main() -> None:
     parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")
     parser.add_argument("--d", type=int, default=None, help="only the cases of this head dim")
+    parser.add_argument("--causal", action="store_true", help="only the causal cases")
+    parser.add_argument("--against", type=Path, action="append", default=[],
+                        help="another folder (a knob variant) whose own plan is timed beside this one's")
     parser.add_argument("--json", type=Path, help="write every case's speedups here")
     args = parser.parse_args()
     extra = [parse_config(t) for t in args.also]
@@ -77,6 +82,7 @@ def main() -> None:
 
     task, cfg, gpu = tasks.load("attention"), EvalConfig(), resolve("auto", "cuda")
     seed = load_entry(args.folder.resolve(), "attention").__globals__
+    others = {folder.name: load_entry(folder.resolve(), "attention") for folder in args.against}
     builds: dict = {}
 
     def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, dynamic: bool = False,
@@ -96,9 +102,9 @@ def main() -> None:
         p = case.params
         if (args.max_s is not None and p["S"] > args.max_s) or (args.min_s is not None and p["S"] < args.min_s):
             continue
-        if args.d is not None and p["D"] != args.d:
+        if (args.d is not None and p["D"] != args.d) or (args.causal and not p["causal"]):
             continue
-        configs = {"plan": seed["attention"]} | ({"single": fixed(p["D"], *SINGLE)} if args.single else {})
+        configs = {"plan": seed["attention"]} | ({"single": fixed(p["D"], *SINGLE)} if args.single else {}) | others
         for name, config in extra:
             if config[0] == p["D"]:
                 configs[name] = fixed(*config)

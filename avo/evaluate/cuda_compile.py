@@ -136,15 +136,22 @@ def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float)
 
 
 def parse_ptxas_verbose(text: str) -> dict[str, dict]:
-    """Per function: registers, spill store/load bytes, stack frame and static shared bytes, from `ptxas -v` output."""
+    """Per function: registers, spill store/load bytes, stack frame and static shared bytes, from `ptxas -v` output,
+    and `wgmma_serialized`: ptxas's reason when it serialized the function's wgmma instructions (its C7510-C7519
+    "Potential Performance Loss", which no error or warning shows: every matmul then waits for the one before it,
+    and a kernel built to overlap them loses that), else None."""
     found: dict[str, dict] = {}
     current: dict | None = None
     for line in text.splitlines():
         entry = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
-        if entry:
-            current = found.setdefault(entry.group(1) or entry.group(2), {
+        serialized = re.search(r"\(C751\d\) Potential Performance Loss: (.*?) in the function '([^']+)'", line)
+        if entry or serialized:
+            name = serialized.group(2) if serialized else entry.group(1) or entry.group(2)
+            current = found.setdefault(name, {
                 "registers": None, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_bytes": 0,
-                "static_shared_bytes": 0})
+                "static_shared_bytes": 0, "wgmma_serialized": None})
+            if serialized:
+                current["wgmma_serialized"] = serialized.group(1).strip()
             continue
         if current is None:
             continue

@@ -102,6 +102,7 @@ def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
                 "name": name, "source": facts["source"], "target": gpu.arch, "registers": facts["registers"],
                 "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
                 "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
+                "wgmma_serialized": facts.get("wgmma_serialized"),
                 "sass_instructions": sum(hist.values()),
                 "families": sass.families(hist), "histogram": dict(hist.most_common()), "notes": [
                     "shared_bytes counts static shared memory only: dynamic shared memory is set at launch"],
@@ -152,6 +153,8 @@ def render(data: dict, top_opcodes: int = 8) -> str:
         lines.append(f"  registers {k['registers']}/thread, spills {spills['store_bytes']} B stored / "
                      f"{spills['load_bytes']} B loaded, shared memory {k['shared_bytes']:,} B/block, "
                      f"local memory {k.get('local_bytes')} B/thread")
+        if k.get("wgmma_serialized"):
+            lines.append(f"  ptxas serialized its wgmma (each waits for the one before): {k['wgmma_serialized']}")
         occ = k.get("occupancy")
         if occ:
             limits = {"registers": occ["by_registers"], "shared memory": occ["by_shared_memory"],

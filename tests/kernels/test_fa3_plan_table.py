@@ -141,6 +141,7 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
     for name, facts in check.resources.items():
         assert 0 < facts["registers"] <= 255, name
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
 
 
 def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch):

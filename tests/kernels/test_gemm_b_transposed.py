@@ -44,6 +44,7 @@ def test_every_configuration_has_a_k_major_twin_that_compiles_for_hopper_without
     assert check.ok, check.log
     for name, facts in check.resources.items():
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
     # The twins' wgmma reads B K-major (no transpose bit); the row-major builds' reads it transposed.
     transposed = []
     for facts in (f for name, f in check.resources.items() if name.startswith("gemm_bf16")):

@@ -156,11 +156,21 @@ ptxas info    : Compiling entry function 'light' for 'sm_90a'
 ptxas info    : Function properties for light
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 16 registers, used 0 barriers, 360 bytes cmem[0]
+ptxas info    : Compiling entry function 'attention_bf16_d64' for 'sm_90a'
+ptxas info    : Function properties for attention_bf16_d64
+ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to insufficient \
+register resources for the wgmma pipeline in the function 'attention_bf16_d64'
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 16 barriers, 368 bytes cmem[0]
 """
     found = parse_ptxas_verbose(text)
     assert found["heavy"] == {"registers": 255, "spill_store_bytes": 48, "spill_load_bytes": 40, "stack_bytes": 64,
-                              "static_shared_bytes": 8192}
+                              "static_shared_bytes": 8192, "wgmma_serialized": None}
     assert found["light"]["registers"] == 16 and found["light"]["static_shared_bytes"] == 0
+    assert found["light"]["wgmma_serialized"] is None
+    assert found["attention_bf16_d64"]["registers"] == 168
+    assert found["attention_bf16_d64"]["wgmma_serialized"] == ("wgmma.mma_async instructions are serialized due to "
+                                                               "insufficient register resources for the wgmma pipeline")
 
 
 def test_sass_histogram_counts_base_opcodes_and_ignores_predicates():
