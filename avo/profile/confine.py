@@ -38,7 +38,9 @@ def command(cmd: Sequence[str], *, mode: str, scratch: Path, candidate: Path | N
     if not sandbox.wanted(mode):
         return Child(list(cmd), {}, False)
     task_file = Path(task_spec.partition("?")[0])
-    readable = ([] if candidate is None else [Path(candidate)]) + ([task_file.parent] if task_file.suffix == ".py" else [])
+    readable = [] if candidate is None else [Path(candidate)]
+    if task_file.suffix == ".py":
+        readable.append(task_file.parent)
     for program in programs:  # the folder a launcher sits in, and the one it links to (ncu finds its parts there)
         readable += [Path(program).parent, Path(os.path.realpath(program)).parent]
     wrapped = sandbox.command(cmd, writable=[Path(scratch)], cwd=Path(scratch), hide=hide, readable=readable)

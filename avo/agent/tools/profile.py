@@ -40,8 +40,8 @@ def profile(ctx: ToolContext, args: ProfileArgs):
     workload = ctx.config.evaluation.workload if ctx.config is not None else None
     index = case_index(ctx.task_spec, workload, args.case)
     try:
-        result = profile_candidate(None if args.library else ctx.workspace, ctx.task_spec, gpu=ctx.gpu, case_index=index, out_dir=out_dir,
-                                   workload=workload, **_confinement(ctx))
+        result = profile_candidate(None if args.library else ctx.workspace, ctx.task_spec, gpu=ctx.gpu,
+                                   case_index=index, out_dir=out_dir, workload=workload, **_confinement(ctx))
     except Exception as exc:
         raise ToolError(_message("profile", exc)) from None
     text = result.text + (f"\n(raw ncu report: {result.csv_path.name})" if result.csv_path else "")
