@@ -5,8 +5,8 @@
 
 Imports the candidate (or, with --library, takes the task's library call: cuDNN SDPA, cuBLAS through torch.matmul),
 builds the case's inputs on the GPU, calls it a few times (compilation, plans and caches warm), then once more inside
-the NVTX push/pop range RANGE, which ncu filters on. What happened is written
-to the status file as JSON (ncu owns stdout): {"ok": true, "case": ...} or {"ok": false, "error": "..."}.
+the NVTX push/pop range RANGE, which ncu filters on. What happened is written to the status file as JSON (ncu owns
+stdout): {"ok": true, "case": ...} or {"ok": false, "error": "..."}.
 """
 
 from __future__ import annotations

@@ -162,8 +162,8 @@ def profile_candidate(candidate_dir: Path | None, task_spec: str, *, gpu, case_i
     """Profile case `case_index` of `suite` (of a workload's cases as the bench suite, if given) as the candidate in
     `candidate_dir` runs it, or as the library does when that is None (the kernel a candidate races: its name, which
     names the library's tile shape, its grid, registers and stalls); raises ProfileError with a one-line reason when
-    there is no profile. `sandbox`: EvalConfig.sandbox's policy for ncu and
-    the candidate; `hide`: what the sandbox masks besides the home folder and /root (the runs folder)."""
+    there is no profile. `sandbox`: EvalConfig.sandbox's policy for ncu and the candidate; `hide`: what the sandbox
+    masks besides the home folder and /root (the runs folder)."""
     ncu_path = find_ncu(ncu)
     candidate_dir = None if candidate_dir is None else Path(candidate_dir).resolve()
     task, case = pick_case(task_spec, suite, case_index, workload)

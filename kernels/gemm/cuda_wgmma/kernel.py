@@ -31,7 +31,7 @@ from avo.cuda import load_module, tensor_map
 #    per SM, NARROW_STAGES deep, in place of half as many 64 x 128 tiles that leave half the SMs idle (or split K
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
 #    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
-#    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at those shapes too (`avo profile --library`).
+#    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at 64 x 8192 x 8192 too (`avo profile --library`).
 FEW_ROWS = 64  # avo: tune 0 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
