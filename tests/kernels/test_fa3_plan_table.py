@@ -123,8 +123,10 @@ def test_buckets_with_the_same_configuration_share_one_build(tmp_path):
     # d128_short and d128_mid differ only in their causal grid, a launch's choice: one build serves both.
     assert plans["d128_short"].build is plans["d128_mid"].build
     assert len({id(p.build) for p in plans.values()}) == 5
+    assert [p.build.pingpong for p in plans.values()].count(False) == 1  # d64_short_causal's alone
+    assert plans["d64_short_causal"].build.modules["bf16"].build.flags[3] == "-DPINGPONG=0"
     same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2, "O_TMA@d64": True,
-                                            "Q_BUFFERS@d64": 2}))["PLANS"]
+                                            "Q_BUFFERS@d64": 2, "PINGPONG@d64_short_causal": True}))["PLANS"]
     assert same["d64"].build is same["d64_short_causal"].build and len({id(p.build) for p in same.values()}) == 4
 
 

@@ -37,23 +37,23 @@ of tiles); persistent, causal tiles drawn from the counter."""
 ROWS_PER_BUILD = 2 * len(SEQLENS) * 2 * len(GRIDS)  # dtypes x S x (non-causal, causal) x grids
 
 
-def seed_builds() -> list[tuple[int, int, int, bool, int]]:
-    """(head dim, BLOCK_N, consumers, O_TMA, Q tiles) of every build the seed's table declares, and the extra
-    ones."""
+def seed_builds() -> list[tuple[int, int, int, bool, int, bool]]:
+    """(head dim, BLOCK_N, consumers, O_TMA, Q tiles, ping-pong) of every build the seed's table declares, and the
+    extra ones (with ping-pong)."""
     plans = load_entry(SEED, "attention").__globals__["PLANS"]
-    return sorted({(p.build.d, p.build.block_n, p.build.consumers, p.build.o_tma, p.build.q_buffers)
-                   for p in plans.values()} | EXTRA)
+    return sorted({(p.build.d, p.build.block_n, p.build.consumers, p.build.o_tma, p.build.q_buffers, p.build.pingpong)
+                   for p in plans.values()} | {(*extra, True) for extra in EXTRA})
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d,block_n,consumers,o_tma,q_buffers", seed_builds())
-def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma, q_buffers):
+@pytest.mark.parametrize("d,block_n,consumers,o_tma,q_buffers,pingpong", seed_builds())
+def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma, q_buffers, pingpong):
     import needs
 
     needs.module("cupy")
     try:
         done = subprocess.run([sys.executable, __file__, str(d), str(block_n), str(consumers), str(int(o_tma)),
-                               str(q_buffers)], capture_output=True, text=True, timeout=LIMIT_S)
+                               str(q_buffers), str(int(pingpong))], capture_output=True, text=True, timeout=LIMIT_S)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         pytest.fail(f"D={d} BLOCK_N={block_n} with {consumers} consumers did not finish in {LIMIT_S} s (a hang?); "
@@ -66,7 +66,7 @@ def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tm
     assert "counters at zero" in done.stdout, done.stdout[-500:]
 
 
-def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int) -> None:
+def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int, pingpong: int) -> None:
     """In the child: one row per case, printed as it finishes."""
     import torch
     import torch.nn.functional as F
@@ -76,7 +76,7 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int
 
     task = load("attention")
     module = load_entry(SEED, "attention").__globals__
-    build = module["_Build"](d, block_n, consumers, bool(o_tma), q_buffers)
+    build = module["_Build"](d, block_n, consumers, bool(o_tma), q_buffers, bool(pingpong))
     scale = 1 / math.sqrt(d)
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype in (torch.bfloat16, torch.float16):
@@ -105,4 +105,4 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int
 
 
 if __name__ == "__main__":
-    check_build(*map(int, sys.argv[1:6]))
+    check_build(*map(int, sys.argv[1:7]))

@@ -101,7 +101,9 @@ TABLE = {
     ),
     # D = 64, S <= SHORT_S, causal: two consumers with 128-wide blocks and a persistent grid of contiguous runs:
     # 0.887 against 0.719 (causal 0.654 to 0.877); two Q tiles then 0.903 -> 0.929 in one sweep. Tiles drawn from
-    # the counter (CAUSAL_DYNAMIC) did not pay here: 0.903 against 0.910 for the runs.
+    # the counter (CAUSAL_DYNAMIC) did not pay here: 0.903 against 0.910 for the runs. Without ping-pong the two
+    # consumers issue their matmuls as they come: 0.958 against 0.908 side by side (BENCHMARKS.md): tiles 1 to 8
+    # blocks long leave little softmax to hide, and the token's hand-offs cost more than they hide.
     "d64_short_causal": dict(
         BLOCK_N=128,  # avo: tune 64 96 128 160 176 192 bucket=d64_short_causal
         WARPGROUPS=2,  # avo: tune 2 3 bucket=d64_short_causal
@@ -109,6 +111,7 @@ TABLE = {
         CAUSAL_DYNAMIC=False,  # avo: tune False True bucket=d64_short_causal
         O_TMA=True,  # avo: tune False True bucket=d64_short_causal
         Q_BUFFERS=2,  # avo: tune 1 2 bucket=d64_short_causal
+        PINGPONG=False,  # avo: tune False True bucket=d64_short_causal
     ),
 }
 
@@ -129,11 +132,13 @@ LOG2E = 1.0 / math.log(2.0)
 
 
 class _Build:
-    """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store, Q tiles), one module
-    per dtype."""
+    """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store, Q tiles, ping-pong),
+    one module per dtype."""
 
-    def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False, q_buffers: int = 1):
+    def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False, q_buffers: int = 1,
+                 pingpong: bool = PINGPONG):
         self.d, self.block_n, self.consumers, self.o_tma, self.q_buffers = d, block_n, consumers, o_tma, q_buffers
+        self.pingpong = pingpong
         self.block_m = 64 * consumers
         self.threads = 128 * (consumers + 1)
         # The Q tiles, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
@@ -141,7 +146,7 @@ class _Build:
         self.smem = (self.block_m * d * (q_buffers + (1 if o_tma else 0)) + 2 * STAGES * block_n * d) * 2 + 2048
         # O_TMA and Q_BUFFERS only where set: the other builds' flags (and so their cached cubins) as before.
         self.modules = {dtype: load_module("attention.cu", defines={
-            "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": PINGPONG, "OVERLAP": OVERLAP,
+            "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": pingpong, "OVERLAP": OVERLAP,
             "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), **({"Q_BUFFERS": 2} if q_buffers == 2 else {}),
             "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
         }) for dtype in _DTYPES.values()}
@@ -166,7 +171,7 @@ def _plans() -> dict[str, Plan]:
                     ("d64_short_causal", 64)):
         entry = TABLE.get(name, {})
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
-               entry.get("Q_BUFFERS", Q_BUFFERS))
+               entry.get("Q_BUFFERS", Q_BUFFERS), entry.get("PINGPONG", PINGPONG))
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
