@@ -206,7 +206,8 @@ def profile_candidate(candidate_dir: Path | None, task_spec: str, *, gpu, case_i
 def _keep(details: str, summary: dict, out_dir: Path, case_index: int) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"ncu-case{case_index}-{time.strftime('%Y%m%d-%H%M%S')}"
+    whose = "-library" if summary.get("source") == "library" else ""
+    stem = f"ncu{whose}-case{case_index}-{time.strftime('%Y%m%d-%H%M%S')}"
     csv_path, n = out_dir / f"{stem}.csv", 1
     while csv_path.exists():
         n += 1

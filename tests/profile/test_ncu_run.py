@@ -151,8 +151,8 @@ def test_the_librarys_call_is_profiled_with_no_candidate_named(tmp_path):
         open(log, "w").write(open({str(FIXTURE)!r}).read())
         open(status, "w").write(json.dumps({{"ok": True, "case": "4096x4096x4096"}}))
     """)
-    result = profile_candidate(None, "gemm", gpu=H200, ncu=ncu, sandbox="off")
-    assert result.summary["source"] == "library"
+    result = profile_candidate(None, "gemm", gpu=H200, ncu=ncu, sandbox="off", out_dir=tmp_path / "profiles")
+    assert result.summary["source"] == "library" and result.csv_path.name.startswith("ncu-library-case0-")
     assert result.text.startswith("ncu profile of the library's kernel mm_desc (grid (512, 1, 1)")
     ours = profile_candidate(SEED, "gemm", gpu=H200, ncu=fake_ncu(tmp_path, f"""\
         open(log, "w").write(open({str(FIXTURE)!r}).read())
