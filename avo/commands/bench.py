@@ -158,8 +158,9 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         correct = "-" if c.correct is None else ("yes" if c.correct else "NO")
         spread = "-" if c.spread is None else f"{c.spread * 100:.1f}%"
         speedup = finite(c.speedup, ".3f") + ("" if c.speedup_error is None else f" ±{c.speedup_error * 100:.1f}%")
-        # The candidate's launch work per call, and the device spin that kept it off the clock (timing.py).
-        host = "-" if c.host_us is None else f"{c.host_us:.0f}/{number(c.launch_shield_us, '.0f')}"
+        # The candidate's launch work per call, the library's, and the device spin that kept them off the clock.
+        host = "-" if c.host_us is None else \
+            f"{c.host_us:.0f}/{number(c.library_host_us, '.0f')}/{number(c.launch_shield_us, '.0f')}"
         table.add_row(f"{c.case} ({c.suite})", correct, finite(c.rel_err, ".2e"), finite(c.ms, ".4g"),
                       finite(c.library_ms, ".4g"), finite(c.tflops, ".4g"), finite(c.library_tflops, ".4g"),
                       speedup, spread, number(c.rounds, "d"), *([c.library_precision or "-"] if precise else []),
@@ -169,8 +170,8 @@ def render(result, folder: Path, task_name: str, suite: str) -> None:
         console.print("library as: fp32 (as configured, TF32 off) or tf32 (TF32 allowed: the candidate's float32 error "
                       "is past what fp32 arithmetic gives)", markup=False)
     if hosted:
-        console.print("host µs: the candidate's launch work per call / the device spin before each timed call that "
-                      "kept it off the clock", markup=False)
+        console.print("host µs: the candidate's launch work per call / the library's / the device spin before each "
+                      "timed call that kept it off the clock", markup=False)
     console.print(f"status: {result.status}" + (f" ({result.rule})" if result.rule else "")
                   + f" · ops={result.ops} ({OPS_POLICIES.get(result.ops, '')})", markup=False)
     if result.message:

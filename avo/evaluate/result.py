@@ -45,6 +45,9 @@ class CaseResult(BaseModel):
     """Timing rounds the case took (fewer than the most when every contender's error was already small)."""
     host_us: float | None = None
     """The candidate's host time per call (its wrapper's launch work, median over the warm-up), GPU timing only."""
+    library_host_us: float | None = None
+    """The library's host time per call, measured alike: what a caller that waits on each call pays beside the GPU
+    time (a packaged kernel trades the difference against its GPU time saved)."""
     launch_shield_us: float | None = None
     """The device spin before each timed call's start event in this case: the configured one, or longer where a
     contender's launch work takes longer (evaluate/worker/timing.py)."""

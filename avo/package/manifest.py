@@ -13,7 +13,9 @@ FORMAT = "avo-package"
 TORCH = "torch>=2.4"
 """torch.library.custom_op and register_fake arrived in torch 2.4."""
 _CASE_FIELDS = ("case", "suite", "dtype", "correct", "rel_err", "tolerance", "ms", "library_ms", "tflops",
-                "library_tflops", "speedup")
+                "library_tflops", "speedup", "host_us", "library_host_us")
+"""Per case: the measured GPU times and speedup, and the host time per call of the kernel and of the library (None
+where the run predates it or timed no GPU): a caller that waits on each call pays the host time's difference."""
 
 
 def requirements(imported: set[str], cuda_version: str) -> list[str]:

@@ -108,14 +108,14 @@ def test_gpu_table_shows_each_speedup_with_its_error_and_rounds_and_the_fitness_
     from avo.evaluate.result import CaseResult, EvalResult
 
     cases = [CaseResult(case=f"c{i}", suite="bench", correct=True, ms=1.0, library_ms=1.1, speedup=1.1,
-                        speedup_error=e, rounds=r, host_us=h, launch_shield_us=s)
-             for i, (e, r, h, s) in enumerate([(0.002, 3, 112.4, 206.0), (0.006, 5, None, None)])]
+                        speedup_error=e, rounds=r, host_us=h, library_host_us=lh, launch_shield_us=s)
+             for i, (e, r, h, lh, s) in enumerate([(0.002, 3, 112.4, 27.6, 206.0), (0.006, 5, None, None, None)])]
     result = EvalResult(status="correct", cases=cases, fitness=1.1, device="cuda", gpu="h200", library="cudnn")
     assert result.fitness_error() == pytest.approx((0.002**2 + 0.006**2) ** 0.5 / 2)
     render(result, tmp_path, "attention", "bench")
     out = capsys.readouterr().out
     assert "1.100 ±0.2%" in out and "1.100 ±0.6%" in out and "rounds" in out
-    assert "112/206" in out and "host µs:" in out  # the host time per call, the launch shield of its case
+    assert "112/28/206" in out and "host µs:" in out  # host time per call, the library's, the launch shield
     assert "fitness: 1.1000 ±0.32% (standard error)" in out
     cases[1].speedup_error = None  # a result from before the errors were recorded
     assert result.fitness_error() is None

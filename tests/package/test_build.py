@@ -40,6 +40,8 @@ def test_the_best_of_a_run_is_packaged_from_its_lineage_commit(runs, tmp_path, c
     result = run.load_eval(best)
     assert (manifest["run_id"], manifest["cid"], manifest["commit"]) == (run_id, best, sha)
     assert [c["speedup"] for c in manifest["cases"]] == [c.speedup for c in result.cases]
+    assert [c["host_us"] for c in manifest["cases"]] == [c.host_us for c in result.cases]
+    assert all("library_host_us" in c for c in manifest["cases"])  # None in a run recorded before it was kept
     assert manifest["measured"]["gpu_device"] == "NVIDIA H200" and manifest["measured"]["library"] == "cudnn sdpa"
     assert manifest["measured"]["versions"]["torch"] == result.versions["torch"]
     guard = manifest["guard"]

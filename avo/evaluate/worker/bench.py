@@ -216,6 +216,7 @@ def _record_times(row: Any, mine: Any, lib: Any, flops: float) -> None:
     row.ms_error, row.library_ms_error = mine.error, lib.error
     row.rounds = len(mine.round_medians_ms)
     row.host_us, row.launch_shield_us = mine.host_us, mine.shield_us  # None off a GPU
+    row.library_host_us = lib.host_us
     row.speedup_error = ratio_error(mine, lib)
     row.speedup = lib.ms / mine.ms if mine.ms > 0 else None
     row.tflops = flops / (mine.ms * 1e-3) / 1e12 if mine.ms > 0 and flops > 0 else None

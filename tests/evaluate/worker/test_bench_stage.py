@@ -24,3 +24,16 @@ def test_a_wrapper_whose_host_time_outlasts_its_kernel_gets_a_note():
     assert len(cand.result.notes) == 1
     assert "4096x4096x4096" in cand.result.notes[0] and "300 µs" in cand.result.notes[0]
     assert "200 µs" in cand.result.notes[0]
+
+
+def test_a_cases_times_keep_the_host_time_of_the_candidate_and_of_the_library():
+    from avo.evaluate.result import CaseResult
+    from avo.evaluate.worker.bench import _record_times
+
+    row = CaseResult(case="1024x2048x8192", suite="bench")
+    _record_times(row, measured(0.05, 81.7), measured(0.052, 28.1), flops=2.0 * 1024 * 2048 * 8192)
+    assert (row.host_us, row.library_host_us, row.launch_shield_us) == (81.7, 28.1, 1.5 * 81.7)
+    assert abs(row.speedup - 1.04) < 1e-9
+    off_gpu = CaseResult(case="tiny", suite="tiny")
+    _record_times(off_gpu, measured(2.0, 0, "interpreter"), measured(2.2, 0, "interpreter"), flops=1.0)
+    assert off_gpu.host_us is None and off_gpu.library_host_us is None
