@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import needs
+import pytest
 
 from avo.agent.buckets import case_buckets
 from avo.agent.heuristic.knobs import render
@@ -170,3 +171,22 @@ def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch
         launched.clear()
         module["launch"](module["Plan"](build, persistent, causal_persistent, dynamic), q, q, q, o, causal, 0.125)
         assert launched == [expected], (persistent, causal_persistent, dynamic, causal)
+
+
+def test_the_plan_sweep_reads_each_configuration_flag():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "fa3_plan_sweep.py"
+    spec = importlib.util.spec_from_file_location("fa3_plan_sweep", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong)
+    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True)
+    assert sweep.parse_config("64:128:2:span:otma:q2:nopp")[1] == (64, 128, 2, True, True, False, True, 2, False)
+    assert sweep.parse_config("128:96:3:nopersist:dyn")[1] == (128, 96, 3, False, False, True, False, 1, True)
+    for bad in ("64:128", "64:128:2:fast", "64:128:2:q2:q2"):
+        with pytest.raises(SystemExit):
+            sweep.parse_config(bad)
+    seed = seed_module()
+    build = seed["_Build"](*sweep.parse_config("64:128:2:otma:q2:nopp")[1][:3], True, 2, False)
+    assert "-DPINGPONG=0" in build.modules["bf16"].build.flags
