@@ -78,6 +78,22 @@ class Build:
 # object altered after the fact (it is reachable from candidate code) matches nothing here and is refused.
 _declared: dict[Path, dict[tuple[str, tuple[str, ...]], None]] = {}
 _cubins: dict[str, tuple[bytes, dict[str, str]]] = {}
+_notices: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+"""(source path, flags) of a build -> ptxas's performance notices from its last compile (performance_notices)."""
+PERFORMANCE_NOTICE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?) in the function '([^']+)'")
+"""ptxas's notice that it made a kernel slower than written (wgmma serialized, C7510-C7519): neither an error nor a
+warning, and printed whether or not -v is asked for."""
+
+
+def performance_notices(log: str) -> tuple[str, ...]:
+    """ptxas's performance notices in a compile log, one line each: "<function>: <what it did> (<code>)"."""
+    return tuple(dict.fromkeys(f"{m.group(3)}: {m.group(2).strip()} ({m.group(1)})"
+                               for m in PERFORMANCE_NOTICE.finditer(log)))
+
+
+def compile_notices(folder: Path) -> list[str]:
+    """The performance notices of every build kernel.py declared in `folder`, from their compiles in this process."""
+    return [n for b in declared_builds(folder) for n in _notices.get((str(b.source), tuple(b.flags)), ())]
 
 
 def declared_builds(folder: Path) -> list[Build]:
@@ -175,8 +191,10 @@ class CudaModule:
         key = self.cache_key(arch)
         if key not in _cubins:
             nvrtc = _from_cupy("cupy_backends.cuda.libs.nvrtc")
-            _cubins[key] = _nvrtc_compile(nvrtc, build.source.read_text(), build, self.options(arch),
-                                          self.name_expressions)
+            cubin, mapping, log = _nvrtc_compile(nvrtc, build.source.read_text(), build, self.options(arch),
+                                                 self.name_expressions)
+            _cubins[key] = (cubin, mapping)
+            _notices[(str(build.source), tuple(build.flags))] = performance_notices(log)
         cubin, self._mapping = _cubins[key]
         return cubin
 
@@ -252,7 +270,8 @@ def _external_stream(cupy: Any, pointer: int, device: int) -> Any:
 
 
 def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...],
-                   name_expressions: tuple[str, ...]) -> tuple[bytes, dict[str, str]]:
+                   name_expressions: tuple[str, ...]) -> tuple[bytes, dict[str, str], str]:
+    """(cubin, lowered names, NVRTC's log: ptxas's notices are in it even after a success)."""
     name = build.source.relative_to(build.folder).as_posix()
     program = nvrtc.createProgram(text, name, [], [])
     try:
@@ -265,7 +284,7 @@ def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...]
             log = trim_log(nvrtc.getProgramLog(program), build.folder) or str(exc)
             arch = next(o.split("=", 1)[1] for o in options if o.startswith("-arch="))
             raise CudaCompileError(f"{name}: NVRTC could not compile it for {arch}:\n{log}") from None
-        return _whole_elf(nvrtc.getCUBIN(program)), mapping
+        return _whole_elf(nvrtc.getCUBIN(program)), mapping, nvrtc.getProgramLog(program) or ""
     finally:
         nvrtc.destroyProgram(program)
 

@@ -28,6 +28,8 @@ MIN_NOISE = 0.01
 """Smallest margin a gain must clear, even when the timer reports less spread (repeated medians vary ~1%)."""
 SIGMAS = 2.0
 MAX_MESSAGE_CHARS = 2_000
+MAX_NOTES, MAX_NOTE_CHARS = 6, 400
+"""The evaluator's notes the agent reads with a result: the first few, each cut to one paragraph."""
 
 
 def noise(*results) -> float:
@@ -297,6 +299,8 @@ def render(cid: str, parent, result, verdict: str, data: dict) -> str:
     failed = [c for c in result.cases if c.correct is False]
     for c in failed[:5]:
         lines.append(f"FAILED {c.case}: rel_err {c.rel_err} (tolerance {c.tolerance}) {c.message[:200]}")
+    # The evaluator's notes: what compiled on first launch, a host-bound wrapper, ptxas serializing a kernel's wgmma.
+    lines += [f"note: {note[:MAX_NOTE_CHARS]}" for note in result.notes[:MAX_NOTES]]
     return "\n".join(lines)
 
 

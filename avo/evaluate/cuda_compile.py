@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from avo.util import procs
-from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
+from avo.cuda import PERFORMANCE_NOTICE, Build, CudaCompileError, check_includes, declared_builds, trim_log
 
 DEFAULT_TIMEOUT_S = 180.0
 # NVRTC options nvcc does not take, and what they become there (None: dropped; both compilers see the same code).
@@ -137,21 +137,21 @@ def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float)
 
 def parse_ptxas_verbose(text: str) -> dict[str, dict]:
     """Per function: registers, spill store/load bytes, stack frame and static shared bytes, from `ptxas -v` output,
-    and `wgmma_serialized`: ptxas's reason when it serialized the function's wgmma instructions (its C7510-C7519
-    "Potential Performance Loss", which no error or warning shows: every matmul then waits for the one before it,
-    and a kernel built to overlap them loses that), else None."""
+    and `wgmma_serialized`: ptxas's reason when it serialized the function's wgmma instructions (its "Potential
+    Performance Loss" notice, C7510-C7519, which is neither an error nor a warning: every matmul then waits for the
+    one before it, and a kernel built to overlap them loses that), else None."""
     found: dict[str, dict] = {}
     current: dict | None = None
     for line in text.splitlines():
         entry = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
-        serialized = re.search(r"\(C751\d\) Potential Performance Loss: (.*?) in the function '([^']+)'", line)
+        serialized = PERFORMANCE_NOTICE.search(line)
         if entry or serialized:
-            name = serialized.group(2) if serialized else entry.group(1) or entry.group(2)
+            name = serialized.group(3) if serialized else entry.group(1) or entry.group(2)
             current = found.setdefault(name, {
                 "registers": None, "spill_store_bytes": 0, "spill_load_bytes": 0, "stack_bytes": 0,
                 "static_shared_bytes": 0, "wgmma_serialized": None})
             if serialized:
-                current["wgmma_serialized"] = serialized.group(1).strip()
+                current["wgmma_serialized"] = serialized.group(2).strip()
             continue
         if current is None:
             continue

@@ -80,3 +80,16 @@ def test_a_best_that_fails_its_rerun_is_not_beaten_by_its_zero(tmp_path):
                                  "message": "the evaluation process was killed (signal 9)"}) in events
     (accepted, verdict), _ = _confirm_against_a_failing_incumbent(tmp_path, fitness=1.8)
     assert accepted and verdict.startswith("accepted: the best c0004 was crash")
+
+
+def test_the_agent_reads_the_evaluators_notes_with_a_result():
+    from avo.agent.acceptance import MAX_NOTES, render
+    from avo.evaluate.result import EvalResult
+
+    notice = ("ptxas: attention_bf16_d64: wgmma.mma_async instructions are serialized due to insufficient register "
+              "resources for the wgmma pipeline (C7511)")
+    result = EvalResult(status="correct", fitness=0.59, notes=[notice] + [f"n{i}" for i in range(10)])
+    data = {"best_cid": "c3", "best_fitness": 1.0, "buckets": {}}
+    text = render("c7", "c3", result, "not accepted", data)
+    assert f"note: {notice}" in text.splitlines()
+    assert sum(line.startswith("note: ") for line in text.splitlines()) == MAX_NOTES

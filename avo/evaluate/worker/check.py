@@ -58,7 +58,7 @@ def compile_candidate(ctx: Context, cand: Candidate) -> None:
 def compile_cuda_candidate(ctx: Context, cand: Candidate) -> None:
     import torch
 
-    from avo.cuda import target_arch
+    from avo.cuda import compile_notices, target_arch
     from avo.evaluate.worker.cuda_ahead import compile_builds_ahead
 
     ctx.progress.mark("compile", "ahead", cand.index)
@@ -69,6 +69,7 @@ def compile_cuda_candidate(ctx: Context, cand: Candidate) -> None:
     if outcome.compiled < outcome.builds:
         cand.result.notes.append(f"compile ahead: {outcome.compiled} of {outcome.builds} CUDA builds compiled; the "
                                  "rest compiled on first launch")
+    cand.result.notes += [f"ptxas: {notice}" for notice in compile_notices(cand.path)]
 
 
 def check_inputs(ctx: Context, index: int, case: Any) -> tuple:

@@ -47,16 +47,22 @@ def compile_builds_ahead(folder: Path, arch: str, workers: int, limit_s: float =
     jobs = [Job(compile=lambda module=module, out=scratch / str(i): _compile_into(module, arch, out))
             for i, (_, module) in enumerate(todo)]
     in_children(jobs, workers, limit_s)
-    for i, (key, _) in enumerate(todo):
+    for i, (key, module) in enumerate(todo):
         cubin, names = scratch / f"{i}.cubin", scratch / f"{i}.json"
         if cubin.is_file() and names.is_file():  # written last: the cubin is whole
-            cuda._cubins[key] = (cubin.read_bytes(), json.loads(names.read_text()))
+            written = json.loads(names.read_text())
+            cuda._cubins[key] = (cubin.read_bytes(), written["names"])
+            cuda._notices[(str(module.build.source), tuple(module.build.flags))] = tuple(written["notices"])
             outcome.compiled += 1
     return outcome
 
 
 def _compile_into(module, arch: str, out: Path) -> None:
-    """In a child: compile, then write the cubin, then the lowered names (whose file marks the pair complete)."""
+    """In a child: compile, then write the cubin, then the lowered names and ptxas's notices (whose file marks the
+    pair complete)."""
+    from avo import cuda
+
     cubin = module.compile(arch)
     out.with_suffix(".cubin").write_bytes(cubin)
-    out.with_suffix(".json").write_text(json.dumps(module._mapping))
+    notices = cuda._notices.get((str(module.build.source), tuple(module.build.flags)), ())
+    out.with_suffix(".json").write_text(json.dumps({"names": module._mapping, "notices": list(notices)}))

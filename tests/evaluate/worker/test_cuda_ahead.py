@@ -77,3 +77,36 @@ def test_a_child_past_its_limit_is_killed_and_its_build_left_to_the_first_launch
     monkeypatch.setattr(cuda_ahead, "_compile_into", lambda *args: os.read(read, 1))  # never returns
     outcome = compile_builds_ahead(candidate, "sm_90a", workers=2, limit_s=0.5)
     assert (outcome.builds, outcome.compiled) == (3, 0)
+
+
+NOTICE = ("ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+          "insufficient register resources for the wgmma pipeline in the function 'scale' in line 12")
+
+
+@needs.nvrtc
+@pytest.mark.parametrize("ahead", [True, False], ids=["in children", "on first compile"])
+def test_ptxas_performance_notices_are_kept_per_build_however_it_compiled(candidate, monkeypatch, ahead):
+    """NVRTC's log after a success carries ptxas's notice that it serialized a kernel's wgmma (C7511), which slowed
+    an attention candidate to 0.59x with no error or warning. It is kept per build, from the children too."""
+    compile_here = cuda._nvrtc_compile
+
+    def with_notice(nvrtc, text, build, options, names):
+        cubin, mapping, log = compile_here(nvrtc, text, build, options, names)
+        return cubin, mapping, log + ("\n" + NOTICE if "-DWIDTH=2" in build.flags else "")
+
+    monkeypatch.setattr(cuda, "_nvrtc_compile", with_notice)
+    modules = load_entry(candidate, "entry").__globals__["modules"]
+    if ahead:
+        assert compile_builds_ahead(candidate, "sm_90a", workers=2).compiled == 2
+    else:
+        modules[0].compile("sm_90a")
+        modules[1].compile("sm_90a")
+    assert cuda.compile_notices(candidate) == [
+        "scale: wgmma.mma_async instructions are serialized due to insufficient register resources for the wgmma "
+        "pipeline (C7511)"]
+
+
+def test_performance_notices_are_read_from_a_log_once_each():
+    log = "\n".join(["ptxas info    : Used 168 registers", NOTICE, NOTICE.replace("'scale'", "'other'"), NOTICE])
+    assert [n.split(":")[0] for n in cuda.performance_notices(log)] == ["scale", "other"]
+    assert cuda.performance_notices("ptxas info    : Used 40 registers") == ()
