@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from avo.cuda_source import HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers, trim_log
+from avo.cuda_source import (HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers,
+                             performance_notices, trim_log, whole_elf)
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
 __all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "TensorMap", "check_includes",
@@ -80,16 +81,6 @@ _declared: dict[Path, dict[tuple[str, tuple[str, ...]], None]] = {}
 _cubins: dict[str, tuple[bytes, dict[str, str]]] = {}
 _notices: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
 """(source path, flags) of a build -> ptxas's performance notices from its last compile (performance_notices)."""
-PERFORMANCE_NOTICE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?) in the function '([^']+)'")
-"""ptxas's notice that it made a kernel slower than written (wgmma serialized, C7510-C7519): neither an error nor a
-warning, and printed whether or not -v is asked for."""
-
-
-def performance_notices(log: str) -> tuple[str, ...]:
-    """ptxas's performance notices in a compile log, one line each: "<function>: <what it did> (<code>)"."""
-    return tuple(dict.fromkeys(f"{m.group(3)}: {m.group(2).strip()} ({m.group(1)})"
-                               for m in PERFORMANCE_NOTICE.finditer(log)))
-
 
 def compile_notices(folder: Path) -> list[str]:
     """The performance notices of every build kernel.py declared in `folder`, from their compiles in this process."""
@@ -284,23 +275,9 @@ def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...]
             log = trim_log(nvrtc.getProgramLog(program), build.folder) or str(exc)
             arch = next(o.split("=", 1)[1] for o in options if o.startswith("-arch="))
             raise CudaCompileError(f"{name}: NVRTC could not compile it for {arch}:\n{log}") from None
-        return _whole_elf(nvrtc.getCUBIN(program)), mapping, nvrtc.getProgramLog(program) or ""
+        return whole_elf(nvrtc.getCUBIN(program)), mapping, nvrtc.getProgramLog(program) or ""
     finally:
         nvrtc.destroyProgram(program)
-
-
-def _whole_elf(cubin: bytes) -> bytes:
-    """The cubin with the byte CuPy's getCUBIN strips as if it were a string's terminating NUL put back. The last
-    bytes of a cubin are its program-header table, whose final field (p_align) ends in a zero high byte; the driver
-    loads the cut file, but cuobjdump and nvdisasm refuse it."""
-    import struct
-
-    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        return cubin
-    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
-    extent = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    return cubin + b"\0" if extent == len(cubin) + 1 else cubin
 
 
 def prepare(device: int = 0) -> None:

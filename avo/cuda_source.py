@@ -61,3 +61,28 @@ def trim_log(text: str, folder: Path, limit: int = LOG_LIMIT) -> str:
 def headers(folder: Path) -> list[str]:
     """Contents of the folder's headers, so an edited header misses the cache like an edited source."""
     return [p.read_text(errors="replace") for p in sorted(folder.rglob("*")) if p.suffix in HEADER_SUFFIXES]
+
+
+PERFORMANCE_NOTICE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?) in the function '([^']+)'")
+"""ptxas's notice that it made a kernel slower than written (wgmma serialized, C7510-C7519): neither an error nor a
+warning, and in the log whether or not -v was asked for."""
+
+
+def performance_notices(log: str) -> tuple[str, ...]:
+    """ptxas's performance notices in a compile log, one line each: "<function>: <what it did> (<code>)"."""
+    return tuple(dict.fromkeys(f"{m.group(3)}: {m.group(2).strip()} ({m.group(1)})"
+                               for m in PERFORMANCE_NOTICE.finditer(log)))
+
+
+def whole_elf(cubin: bytes) -> bytes:
+    """The cubin with the byte CuPy's getCUBIN strips as if it were a string's terminating NUL put back. The last
+    bytes of a cubin are its program-header table, whose final field (p_align) ends in a zero high byte; the driver
+    loads the cut file, but cuobjdump and nvdisasm refuse it."""
+    import struct
+
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        return cubin
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    extent = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return cubin + b"\0" if extent == len(cubin) + 1 else cubin

@@ -154,7 +154,7 @@ def test_nvrtc_cubin_is_a_whole_elf_file_the_disassembler_reads(tmp_path):
     from avo.profile.sass import sass_text
 
     cubin = load_entry(candidate(tmp_path), "entry").__globals__["module"].compile("sm_90a")
-    assert cuda._whole_elf(cubin) is cubin and cuda._whole_elf(cubin[:-1]) == cubin  # the cut byte comes back
+    assert cuda.whole_elf(cubin) is cubin and cuda.whole_elf(cubin[:-1]) == cubin  # the cut byte comes back
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     assert "Function : scale" in sass_text(path)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from avo.util import procs
-from avo.cuda import PERFORMANCE_NOTICE, Build, CudaCompileError, check_includes, declared_builds, trim_log
+from avo.cuda import Build, CudaCompileError, check_includes, declared_builds, trim_log
+from avo.cuda_source import PERFORMANCE_NOTICE
 
 DEFAULT_TIMEOUT_S = 180.0
 # NVRTC options nvcc does not take, and what they become there (None: dropped; both compilers see the same code).
