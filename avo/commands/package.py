@@ -27,6 +27,7 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     """Write a candidate (best by default) as a package: a torch custom op with a fake implementation, a guard that
     sends every input the run did not check to the library, patch() to route library calls, and MANIFEST.json."""
     from avo.package.build import build
+    from avo.package.manifest import host_times
     from avo.run.directory import Run
 
     opened = Run.open(run, runs_dir)
@@ -50,4 +51,8 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
                   for shape, speedup in zip(faster["shapes"], faster["speedups"])]
         print(f"timed shapes where the library was faster, {kept}: {len(slower)} of {faster['timed']}"
               + (f": {'; '.join(slower)}" if slower else ""))
+    hosted = host_times(manifest)
+    if hosted:
+        print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "
+              f"{hosted[1]:.0f} µs; the speedups are GPU time, and a model that waits on each call pays the difference")
     print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")

@@ -67,3 +67,15 @@ def manifest_for(run_id: str, chosen, *, name: str, guard: dict, unread: list[st
         "cases_not_guarded": unread,
         "requirements": needs,
     }
+
+
+def host_times(manifest: dict) -> tuple[float, float, int] | None:
+    """(the kernel's, the library's median host µs per call, cases) over the timed cases that recorded both; None
+    where none did (a run from before the library's was kept, or one timed with no GPU)."""
+    import statistics
+
+    pairs = [(c["host_us"], c["library_host_us"]) for c in manifest["cases"]
+             if c.get("host_us") is not None and c.get("library_host_us") is not None]
+    if not pairs:
+        return None
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs), len(pairs)

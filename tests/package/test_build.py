@@ -157,3 +157,12 @@ def test_a_kernelbench_run_is_refused_saying_what_is_supported(runs, tmp_path, c
 def test_a_bad_name_is_refused(runs, tmp_path, capsys, name):
     code, _ = _package(runs, tmp_path / "pkg", example_run(runs, ATTENTION_TRITON), "--name", name)
     assert "--name" in _refused(capsys, code)
+
+
+def test_the_host_time_per_call_of_kernel_and_library_is_summed_up_where_both_were_recorded():
+    from avo.package.manifest import host_times
+
+    cases = [{"host_us": 80.0, "library_host_us": 28.0}, {"host_us": 90.0, "library_host_us": 30.0},
+             {"host_us": 70.0, "library_host_us": None}, {"host_us": None, "library_host_us": None}]
+    assert host_times({"cases": cases}) == (85.0, 29.0, 2)
+    assert host_times({"cases": cases[2:]}) is None  # a run recorded before the library's host time was kept
