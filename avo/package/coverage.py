@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 
-import math
-
 from avo.errors import UserError
+from avo.evaluate.result import geomean
 from avo.tasks import SUITES
 
 RANGES = {"attention": ("B", "Hq", "Hkv", "S", "group"), "gemm": ("M", "N", "K")}
@@ -28,28 +27,23 @@ SHAPE = {"attention": ("B", "Hq", "Hkv", "S", "D", "causal"), "gemm": ("M", "N",
 """What names one timed shape exactly, with the dtype after it."""
 
 
-def _known(task) -> dict:
-    """Case name -> shape params, over every suite the task has (the run's workload among them)."""
+def _case_params(task, result) -> list[tuple]:
+    """(case result, its shape params or None where they cannot be told) for each case of `result`: by name from
+    every suite the task has (the run's workload among them), else read from the name."""
     known = {}
     for suite in SUITES:
         try:
             known.update({case.name: case.params for case in task.cases(suite)})
         except UserError:  # a suite this task does not have
             continue
-    return known
+    return [(case, known.get(case.case) or _from_name(task.name, case.case)) for case in result.cases]
 
 
 def case_shapes(task, result) -> tuple[list[dict], list[str]]:
     """(shape params of each case of `result`, names of the cases whose shape could not be told)."""
-    known = _known(task)
-    shapes, unread = [], []
-    for case in result.cases:
-        params = known.get(case.case) or _from_name(task.name, case.case)
-        if params is None:
-            unread.append(case.case)
-            continue
-        shapes.append({**params, "dtype": case.dtype})
-    return shapes, unread
+    cases = _case_params(task, result)
+    shapes = [{**params, "dtype": case.dtype} for case, params in cases if params is not None]
+    return shapes, [case.case for case, params in cases if params is None]
 
 
 def _from_name(task: str, name: str) -> dict | None:
@@ -78,14 +72,11 @@ def library_faster(task, result) -> dict:
     """The guard's "library_faster" section: each timed shape at which the library was faster than the kernel (the
     geomean of its timings below 1), which the guard sends to the library. Exact shapes only: a shape between two
     timed ones is the kernel's, as its range says."""
-    known, dims = _known(task), SHAPE[task.name]
+    dims = SHAPE[task.name]
     timed: dict[tuple, list[float]] = {}
-    for case in result.cases:
-        params = known.get(case.case) or _from_name(task.name, case.case)
-        if case.speedup is None or case.speedup <= 0 or params is None:
-            continue
-        timed.setdefault((*(params[d] for d in dims), case.dtype), []).append(case.speedup)
-    slower = {key: math.exp(sum(map(math.log, s)) / len(s)) for key, s in timed.items()}
-    slower = {key: speedup for key, speedup in slower.items() if speedup < 1.0}
+    for case, params in _case_params(task, result):
+        if case.speedup is not None and case.speedup > 0 and params is not None:
+            timed.setdefault((*(params[d] for d in dims), case.dtype), []).append(case.speedup)
+    slower = {key: speedup for key, speedup in ((key, geomean(s)) for key, s in timed.items()) if speedup < 1.0}
     return {"dims": [*dims, "dtype"], "shapes": [list(key) for key in slower],
             "speedups": [round(speedup, 4) for speedup in slower.values()], "timed": len(timed)}
