@@ -123,7 +123,7 @@ def main() -> None:
         row = {"case": case.name, "D": p["D"], "causal": p["causal"], "S": p["S"],
                "bucket": seed["bucket"](p["B"], p["Hq"], p["Hkv"], p["S"], p["D"], p["causal"]),
                "library_ms": lib_ms, "speedup": {name: lib_ms / measured[name].ms for name in configs},
-               "wrong": bad}
+               "errors": errors, "wrong": bad}
         rows.append(row)
         speedups = "  ".join(f"{name} {x:.3f}" for name, x in row["speedup"].items())
         print(f"{case.name:34s} {row['bucket']:10s} cuDNN {lib_ms:8.4f} ms  {speedups}"

@@ -200,3 +200,54 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
         assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
     for _, arrivals in g["_WORKSPACE"].values():
         assert not arrivals.any(), f"{case}: arrival counters left set"
+
+
+# CLUSTER_M 2 (a knob an evolve may move): blocks in pairs, each loading half of the B tile both use and multicasting
+# it to the other. Each kind of work on the clustered builds, ragged edges and a pair whose second tile row lies
+# past M included: (M, N, K) -> the work the plan gives it.
+CLUSTERED = {
+    (4096, 4096, 4096): "whole",
+    (1024, 10240, 8192): "tail",
+    (1000, 10240, 8192): "tail",
+    (8192, 8192, 8192): "whole",
+    (256, 4096, 16384): "split",
+    (130, 264, 16392): "split",
+}
+
+
+def clustered(tmp_path):
+    import shutil
+
+    from avo.agent.heuristic.knobs import render
+
+    folder = tmp_path / "clustered"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render((folder / "kernel.py").read_text(), {"CLUSTER_M": 2}))
+    return load_entry(folder, "gemm")
+
+
+def test_clustered_plans_take_each_kind_of_work(tmp_path):
+    plan = clustered(tmp_path).__globals__["plan"]
+    for shape, expected in CLUSTERED.items():
+        planned = plan(*shape, H200_SMS)
+        assert (planned.build.cluster_m, work(planned)) == (2, expected), shape
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_clusters_of_two_are_correct_and_bitwise_repeatable(dtype, tmp_path):
+    needs.module("cupy")
+    gemm = clustered(tmp_path)
+    task = load("gemm")
+    for shape in CLUSTERED:
+        m, n, k = shape
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
+        b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
+        first = gemm(a, b)
+        assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), shape
+        for _ in range(3):
+            torch.empty_like(first).fill_(float("nan"))
+            assert torch.equal(gemm(a, b), first), f"{shape}: a repeated call gave other bits"
+    for _, arrivals in gemm.__globals__["_WORKSPACE"].values():
+        assert not arrivals.any(), "arrival counters left set"

@@ -14,8 +14,11 @@
 //   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
-//     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. Correct, but
-//     on the H200 it ran at 0.6x of CLUSTER_M = 1, with the cause not yet found: off by default;
+//     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. The release
+//     is a plain arrival on each block's barrier: with .release.cluster ptxas put a GPU-wide MEMBAR before each
+//     arrival, and the pairs ran at 0.57x of CLUSTER_M = 1. Without it they run at 0.98-1.02x of it on the H200
+//     (BENCHMARKS.md): the kernel is bound by its tensor cores, not by L2, so halving B's traffic buys nothing
+//     the pairs' lockstep does not cost back. Off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few

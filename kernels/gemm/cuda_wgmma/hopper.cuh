@@ -96,7 +96,9 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap
 
 // ---- Clusters: this CTA's rank, an arrival on the barrier at the same offset in CTA `rank`, and a cluster-wide
 // barrier of all threads (which also orders barrier initialisation before remote use, and keeps a CTA alive until
-// its partner no longer touches its shared memory).
+// its partner no longer touches its shared memory). The arrival keeps the default .release.cta semantics: with
+// .release.cluster ptxas puts a GPU-wide MEMBAR before it, which a consumer handing back a stage (its reads already
+// retired by wgmma's wait) does not need, and which made every K-step of gemm.cu's clusters wait on memory.
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -105,7 +107,7 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
     unsigned remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");

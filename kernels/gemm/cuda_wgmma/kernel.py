@@ -70,6 +70,8 @@ WIDTH_RATE = {256: 1.0, 192: RATE_192, 128: RATE_128}
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
+# Blocks in pairs sharing B's tile by TMA multicast (gemm.cu): 0.997 against 1.005x cuBLAS over 16 shapes of 1024 to
+# 16384 rows on the H200 (BENCHMARKS.md); it won only 16384 x 8192 x 28672 (1.066 against 1.049).
 CLUSTER_M = 1  # avo: tune 1 2
 # 3. Split-K, where the tiles leave half the SMs idle and K is long: each tile's K range cut into parts of at least
 #    MIN_SPLIT_STEPS steps of 64, reduced in a fixed order (bitwise repeatable). It paid only there: 0.99 against
