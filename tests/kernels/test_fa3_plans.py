@@ -1,6 +1,7 @@
 """attention/cuda_fa3's builds on a GPU: every build its per-shape table declares, and the three-consumer widths an
 entry may name, against torch's SDPA in float32 (D 64 and 128, causal and not, S 1 to 2048, GQA 8/2, bf16 and fp16,
-persistent grid and not, causal too, and causal tiles drawn from a counter, whose reset a later launch relies on),
+persistent grid and not, causal too, and causal tiles drawn from a counter, whose reset a later launch relies on,
+grouped query heads packed into one run of rows or not),
 within the task's tolerance, and writing no row past S, O stored from the
 registers or through shared memory by TMA (O_TMA), with one Q tile or two (Q_BUFFERS: the next tile's Q loaded
 ahead, which a persistent grid's blocks reach).
@@ -31,9 +32,11 @@ EXTRA = {(64, 64, 3, False, 1), (64, 128, 3, False, 1), (64, 192, 2, False, 1), 
 with the shared BLOCK_N (the configuration D = 64 ran before the table), the short buckets' and D 64's builds with O
 through TMA, and the builds with two Q tiles."""
 LIMIT_S = 240
-GRIDS = {"tiles": (False, False, False), "persistent": (True, True, False), "dynamic": (True, False, True)}
-"""Plan(build, persistent, causal_persistent, causal_dynamic) per grid: a block per tile; persistent (causal: runs
-of tiles); persistent, causal tiles drawn from the counter."""
+GRIDS = {"tiles": (False, False, False), "persistent": (True, True, False), "dynamic": (True, False, True),
+         "packed": (True, False, True, True), "packed-tiles": (False, False, False, True)}
+"""Plan(build, persistent, causal_persistent, causal_dynamic[, pack_gqa]) per grid: a block per tile; persistent
+(causal: runs of tiles); persistent, causal tiles drawn from the counter; the same with a KV head's query heads
+packed into one run of rows (non-causal calls; causal ones run unpacked), persistent and a block per tile."""
 ROWS_PER_BUILD = 2 * len(SEQLENS) * 2 * len(GRIDS)  # dtypes x S x (non-causal, causal) x grids
 
 

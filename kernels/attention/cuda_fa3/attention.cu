@@ -34,7 +34,9 @@
 //     next tile's Q (Q_BUFFERS 2) and first K and V loaded under the current tile's end. The producer takes each
 //     tile and passes it to the consumers beside its Q; the last block to finish sets the counter back to zero for
 //     the next launch;
-//   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies;
+//   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies; packed (kernel.py's
+//     PACK_GQA, non-causal), the query heads of one kv head are a single head of `rows` = G x S rows (contiguous in
+//     q and o), cut into tiles with no partial tile at each query head's end; keys stay S per kv head;
 //   - O_TMA: each consumer writes its finished 64 rows of O to a staging buffer of its own in shared memory (TMA's
 //     128-byte swizzle: no bank conflicts) and one thread hands them to TMA, so the warps go on to the next tile
 //     while the copy engine stores O in whole 128-byte rows (stores straight from the registers write 16 bytes of
@@ -43,7 +45,7 @@
 //     as it has issued this tile's K and V, instead of when the consumers let go of the one Q buffer near the tile's
 //     end; the next tile's first Q Kᵀ then finds its Q in place. Short sequences pay the Q load's latency once per
 //     few K/V blocks, so it weighs there. Costs one more Q tile of shared memory.
-// Edges: TMA zero-fills rows past S; keys past S are masked, rows past S are not stored. Tunables come as -D
+// Edges: TMA zero-fills rows past `rows` (S unpacked); keys past S are masked, rows past `rows` are not stored. Tunables come as -D
 // defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
@@ -196,9 +198,9 @@ __device__ __forceinline__ int next_dynamic(int* counter, int tiles) {
 // With DYNAMIC a tile number of -1 after the last tile tells the consumers to stop.
 template <int D>
 __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_q, const TensorMap* map_k,
-                                        const TensorMap* map_v, int S, int Hq, int group, int heads, bool causal,
-                                        int mode, int* counter) {
-    const int num_m = (S + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
+                                        const TensorMap* map_v, int S, int rows, int Hq, int group, int heads,
+                                        bool causal, int mode, int* counter) {
+    const int num_m = (rows + BLOCK_M - 1) / BLOCK_M, tiles = num_m * heads;
     const Walk walk(tiles, mode);
     Ring ring;
     QRing qs;
@@ -236,10 +238,10 @@ __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_
     }
 }
 
-// O / l for this thread's two rows, those inside S, straight from the registers (the quad's partial row sums first).
+// O / l for this thread's two rows, those inside `rows`, straight from the registers (the quad's partial row sums first).
 template <bool FP16, int D>
-__device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], unsigned short* O, int S, int bh,
-                                        int row0) {
+__device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], unsigned short* O, int rows,
+                                        int bh, int row0) {
     const int col = (threadIdx.x % 4) * 2;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -247,8 +249,8 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], 
         l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
         const float inv = 1.f / l[h];
         const int row = row0 + h * 8;
-        if (row >= S) continue;
-        unsigned short* out = O + (static_cast<long long>(bh) * S + row) * D + col;
+        if (row >= rows) continue;
+        unsigned short* out = O + (static_cast<long long>(bh) * rows + row) * D + col;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
             const float lo = o[j * 4 + h * 2] * inv, hi = o[j * 4 + h * 2 + 1] * inv;
@@ -299,8 +301,8 @@ __device__ __forceinline__ void store_o_tma(const float (&o)[D / 2], float (&l)[
 // to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
 template <bool FP16, int D>
 __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, const QRing& qs, const Tile& w,
-                                             unsigned short* O, const TensorMap* map_o, int S, float scale,
-                                             bool causal) {
+                                             unsigned short* O, const TensorMap* map_o, int S, int rows,
+                                             float scale, bool causal) {
     constexpr int KV_BYTES = Smem<D>::KV_BYTES;
     const int c = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
     const int wg_first_row = w.m_block * BLOCK_M + c * 64;
@@ -391,14 +393,15 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     if constexpr (O_TMA)
         store_o_tma<FP16, D>(o, l, sm.o + c * Smem<D>::O_BYTES, map_o, w.bh, wg_first_row, c);
     else
-        store_o<FP16, D>(o, l, O, S, w.bh, row0);
+        store_o<FP16, D>(o, l, O, rows, w.bh, row0);
 }
 
 // One block per tile, or (kernel.py's PERSISTENT) one block per SM walking its tiles (Walk).
 template <bool FP16, int D>
 __device__ __forceinline__ void attention_body(const TensorMap* map_q, const TensorMap* map_k, const TensorMap* map_v,
-                                               const TensorMap* map_o, unsigned short* O, int S, int Hq, int group,
-                                               int heads, float scale, bool causal, int mode, int* counter) {
+                                               const TensorMap* map_o, unsigned short* O, int S, int rows, int Hq,
+                                               int group, int heads, float scale, bool causal, int mode,
+                                               int* counter) {
     static_assert(CONSUMERS == 2 || D == 64, "three consumer warpgroups fit the register file at head dim 64 only");
     extern __shared__ unsigned char smem_raw[];
     const Smem<D> sm(smem_raw);
@@ -423,11 +426,11 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             tma_prefetch_map(map_q);
             tma_prefetch_map(map_k);
             tma_prefetch_map(map_v);
-            produce<D>(sm, map_q, map_k, map_v, S, Hq, group, heads, causal, mode, counter);
+            produce<D>(sm, map_q, map_k, map_v, S, rows, Hq, group, heads, causal, mode, counter);
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
-        const int num_m = (S + BLOCK_M - 1) / BLOCK_M;
+        const int num_m = (rows + BLOCK_M - 1) / BLOCK_M;
         const Walk walk(num_m * heads, mode);
         Ring ring;
         QRing qs;
@@ -440,7 +443,8 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
             } else if (tile >= walk.end) {
                 break;
             }
-            consume_tile<FP16, D>(sm, ring, qs, Tile(tile, num_m, heads, S, causal), O, map_o, S, scale, causal);
+            consume_tile<FP16, D>(sm, ring, qs, Tile(tile, num_m, heads, S, causal), O, map_o, S, rows, scale,
+                                  causal);
             qs.advance();
         }
         if (O_TMA && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
@@ -451,8 +455,8 @@ __device__ __forceinline__ void attention_body(const TensorMap* map_q, const Ten
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                     \
     NAME(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,                       \
          const __grid_constant__ TensorMap map_v, const __grid_constant__ TensorMap map_o, unsigned short* O,    \
-         int S, int Hq, int group, int heads, float scale, int causal, int walk, int* counter) {                 \
-        attention_body<FP16, D>(&map_q, &map_k, &map_v, &map_o, O, S, Hq, group, heads, scale, causal != 0,      \
+         int S, int rows, int Hq, int group, int heads, float scale, int causal, int walk, int* counter) {       \
+        attention_body<FP16, D>(&map_q, &map_k, &map_v, &map_o, O, S, rows, Hq, group, heads, scale, causal != 0,\
                                 walk, counter);                                                                  \
     }
 
