@@ -1,0 +1,56 @@
+"""The library's first call on each case of a suite, timed in a fresh process: the work a worker's set-up does for it
+(cuDNN builds an execution plan per shape and has the driver compile its kernels from PTX, which the driver's JIT
+cache, CUDA_CACHE_PATH, keeps across processes).
+
+    CUDA_CACHE_PATH=/tmp/cc python3 scripts/library_first_calls.py attention        # twice: cold, then warm
+    CUDA_CACHE_DISABLE=1 python3 scripts/library_first_calls.py attention
+    CUDA_CACHE_PATH=/tmp/cc python3 scripts/library_first_calls.py attention --hard-exit   # os._exit, as a worker
+
+Prints the seconds of all first calls together, and of the second calls (the plans and kernels in place).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("task", help="attention or gemm")
+    parser.add_argument("--suite", default="bench")
+    parser.add_argument("--hard-exit", action="store_true", help="end with os._exit(0), as an evaluation worker does")
+    args = parser.parse_args()
+
+    import torch
+
+    from avo import tasks
+
+    task = tasks.load(args.task)
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    first = second = 0.0
+    cases = task.cases(args.suite)
+    for i, case in enumerate(cases):
+        inputs = task.make_inputs(case, 5 + i, "cuda")
+        torch.cuda.synchronize()
+        for call in range(2):
+            start = time.perf_counter()
+            task.library(*inputs)
+            torch.cuda.synchronize()
+            spent = time.perf_counter() - start
+            first, second = (first + spent, second) if call == 0 else (first, second + spent)
+        del inputs
+    cache = {name: os.environ.get(name) for name in ("CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE")}
+    print(f"{len(cases)} cases: first calls {first:.2f} s, second calls {second:.3f} s ({cache})", flush=True)
+    if args.hard_exit:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
