@@ -147,6 +147,21 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
         assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
 
 
+@needs.nvcc
+def test_causal_tiles_aligned_to_the_end_compile_for_hopper_without_spills(tmp_path):
+    """CAUSAL_ALIGN_END (attention.cu's ALIGN_END) on every entry: each build compiles with it, spills nothing and
+    keeps its wgmma unserialized."""
+    folder = variant(tmp_path, CAUSAL_ALIGN_END=True)
+    plans = seed_module(folder)["PLANS"]
+    assert all(p.build.align_end for p in plans.values())
+    check = compile_check(folder, "sm_90a")
+    assert check.ok, check.log
+    assert len(check.resources) == len(declared_builds(folder))
+    for name, facts in check.resources.items():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+
+
 def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch):
     """The wrapper's side of the persistent grids, on CPU tensors with the launch recorded: a persistent causal plan
     gets one block per SM and walks runs (SPAN, 1); a dynamic one one block per SM drawing tiles (DYNAMIC, 2) from the
@@ -180,13 +195,18 @@ def test_the_plan_sweep_reads_each_configuration_flag():
     spec = importlib.util.spec_from_file_location("fa3_plan_sweep", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong)
-    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True)
-    assert sweep.parse_config("64:128:2:span:otma:q2:nopp")[1] == (64, 128, 2, True, True, False, True, 2, False)
-    assert sweep.parse_config("128:96:3:nopersist:dyn")[1] == (128, 96, 3, False, False, True, False, 1, True)
+    # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles aligned to the end)
+    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False)
+    assert sweep.parse_config("64:128:2:span:otma:q2:nopp")[1] == \
+        (64, 128, 2, True, True, False, True, 2, False, False)
+    assert sweep.parse_config("128:96:3:nopersist:dyn:end")[1] == \
+        (128, 96, 3, False, False, True, False, 1, True, True)
     for bad in ("64:128", "64:128:2:fast", "64:128:2:q2:q2"):
         with pytest.raises(SystemExit):
             sweep.parse_config(bad)
     seed = seed_module()
     build = seed["_Build"](*sweep.parse_config("64:128:2:otma:q2:nopp")[1][:3], True, 2, False)
     assert "-DPINGPONG=0" in build.modules["bf16"].build.flags
+    assert not [flag for flag in build.modules["bf16"].build.flags if "ALIGN_END" in flag]
+    aligned = seed["_Build"](64, 128, 3, False, 1, True, True)
+    assert "-DALIGN_END=1" in aligned.modules["bf16"].build.flags

@@ -34,6 +34,10 @@
 //     next tile's Q (Q_BUFFERS 2) and first K and V loaded under the current tile's end. The producer takes each
 //     tile and passes it to the consumers beside its Q; the last block to finish sets the counter back to zero for
 //     the next launch;
+//   - ALIGN_END (causal): a head's tiles are cut from its last row back, so where BLOCK_M does not divide S the one
+//     partial tile is the head's first, which sees a block or two of keys, instead of its last, which sees them all
+//     (S = 2048 on 192-row tiles: 64 rows of padding against all 2048 keys, 6% of the head's work). Rows before
+//     row 0 load as zeros (TMA fills outside the tensor), are masked and are stored nowhere;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies; packed (kernel.py's
 //     PACK_GQA, non-causal), the query heads of one kv head are a single head of `rows` = G x S rows (contiguous in
 //     q and o), cut into tiles with no partial tile at each query head's end; keys stay S per kv head;
@@ -73,6 +77,9 @@
 #endif
 #ifndef Q_BUFFERS
 #define Q_BUFFERS 1
+#endif
+#ifndef ALIGN_END
+#define ALIGN_END 0
 #endif
 
 constexpr int BLOCK_M = 64 * CONSUMERS;     // query rows per block: 64 per consumer warpgroup
@@ -147,7 +154,7 @@ using QRing = RingOf<Q_BUFFERS>;
 // Work tile `tile` of `tiles` = (B x Hq) x num_m: ORDER 0 and 1 walk a head's query blocks together (its K and V stay
 // in L2), 1 from the heaviest (causal: the last rows see the most keys); 2 takes every head's heaviest block first.
 struct Tile {
-    int m_block, bh, n_blocks;
+    int m_block, bh, n_blocks, first_row;
     __device__ __forceinline__ Tile(int tile, int num_m, int heads, int S, bool causal) {
         if (ORDER == 2) {
             bh = tile % heads;
@@ -156,7 +163,10 @@ struct Tile {
             bh = tile / num_m;
             m_block = ORDER == 1 ? num_m - 1 - tile % num_m : tile % num_m;
         }
-        const int kv_end = causal ? min(S, (m_block + 1) * BLOCK_M) : S;
+        // ALIGN_END (causal): the tiles end on the last row, so the one partial tile is the first, which sees the
+        // fewest keys; its rows before row 0 are loaded as zeros, fully masked and stored nowhere.
+        first_row = m_block * BLOCK_M - (ALIGN_END && causal ? num_m * BLOCK_M - S : 0);
+        const int kv_end = causal ? min(S, first_row + BLOCK_M) : S;
         n_blocks = (kv_end + BLOCK_N - 1) / BLOCK_N;
     }
 };
@@ -214,7 +224,7 @@ __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_
         mbar_arrive_expect_tx(&sm.full_q[qs.stage], Smem<D>::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / 64; ++b)
-            tma_load_3d(q + b * Q_BOX, map_q, &sm.full_q[qs.stage], b * 64, w.m_block * BLOCK_M, w.bh);
+            tma_load_3d(q + b * Q_BOX, map_q, &sm.full_q[qs.stage], b * 64, w.first_row, w.bh);
         qs.advance();
         for (int j = 0; j < w.n_blocks; ++j) {
             const int st = ring.stage, offset = st * Smem<D>::KV_BYTES;
@@ -249,7 +259,7 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], 
         l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
         const float inv = 1.f / l[h];
         const int row = row0 + h * 8;
-        if (row >= rows) continue;
+        if (row >= rows || (ALIGN_END && row < 0)) continue;
         unsigned short* out = O + (static_cast<long long>(bh) * rows + row) * D + col;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
@@ -305,7 +315,7 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
                                              float scale, bool causal) {
     constexpr int KV_BYTES = Smem<D>::KV_BYTES;
     const int c = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
-    const int wg_first_row = w.m_block * BLOCK_M + c * 64;
+    const int wg_first_row = w.first_row + c * 64;
     const int row0 = wg_first_row + (t / 32) * 16 + (t % 32) / 4;  // this thread's rows: row0 and row0 + 8
     const unsigned char* q = sm.q + qs.stage * Smem<D>::Q_BYTES + c * 64 * BOX_ROW;
     float o[D / 2], s[BLOCK_N / 2], m[2], l[2], alpha[2];
