@@ -8,13 +8,14 @@ and max, per configuration.
     python scripts/fa3_plan_sweep.py --single                       # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
 
---also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end] times further configurations on the
-cases of head dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal grids
-persistent, each block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2: two Q
-tiles, the next tile's Q loaded ahead; nopp: no ping-pong between the consumers; end: causal tiles cut from each
-head's last row back, ALIGN_END). --min-s and --max-s time only the cases of S in that range, --d only those of that
-head dim, --causal only the causal ones. --against DIR times another folder's plan beside this one's (a knob variant
-of it, scripts/knob_variant.py), interleaved in the same process.
+--also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip] times further configurations
+on the cases of head dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal
+grids persistent, each block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2:
+two Q tiles, the next tile's Q loaded ahead; nopp: no ping-pong between the consumers; end: causal tiles cut from
+each head's last row back, ALIGN_END; skip: consumers holding only padding rows issue no matmul, SKIP_IDLE), grouped
+query heads packed as the seed's PACK_GQA says. --min-s and --max-s time only the cases of S in that range, --d only
+those of that head dim, --causal only the causal ones. --against DIR times another folder's plan beside this one's (a
+knob variant of it, scripts/knob_variant.py), interleaved in the same process.
 Exits 1 if any output was wrong.
 """
 
@@ -35,18 +36,19 @@ SINGLE = (192, 2, True, False)
 LIBRARY = "library"
 
 
-FLAGS = ("nopersist", "span", "dyn", "otma", "q2", "nopp", "end")
+FLAGS = ("nopersist", "span", "dyn", "otma", "q2", "nopp", "end", "skip")
 
 
 def parse_config(text: str) -> tuple[str, tuple]:
     """(its name, (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles
-    aligned to the end))."""
+    aligned to the end, idle consumers skipped))."""
     parts = text.split(":")
     flags = parts[3:]
     if len(parts) < 3 or any(f not in FLAGS for f in flags) or len(set(flags)) != len(flags):
         raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :{', :'.join(FLAGS)}")
     return text, (int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags,
-                  "dyn" in flags, "otma" in flags, 2 if "q2" in flags else 1, "nopp" not in flags, "end" in flags)
+                  "dyn" in flags, "otma" in flags, 2 if "q2" in flags else 1, "nopp" not in flags, "end" in flags,
+                  "skip" in flags)
 
 
 def s_range(s: int) -> str:
@@ -88,11 +90,12 @@ def main() -> None:
     builds: dict = {}
 
     def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, dynamic: bool = False,
-              o_tma: bool = False, q_buffers: int = 1, pingpong: bool = True, align_end: bool = False):
-        key = (d, block_n, consumers, o_tma, q_buffers, pingpong, align_end)
+              o_tma: bool = False, q_buffers: int = 1, pingpong: bool = True, align_end: bool = False,
+              skip_idle: bool = False):
+        key = (d, block_n, consumers, o_tma, q_buffers, pingpong, align_end, skip_idle)
         if key not in builds:
             builds[key] = seed["_Build"](*key)
-        planned = seed["Plan"](builds[key], persistent, span, dynamic)
+        planned = seed["Plan"](builds[key], persistent, span, dynamic, seed.get("PACK_GQA", False))
 
         def run(q, k, v, causal, scale):
             return seed["launch"](planned, q, k, v, torch.empty_like(q), causal, scale)

@@ -148,12 +148,15 @@ def test_the_narrower_blocks_an_entry_may_name_compile_for_hopper_without_spills
 
 
 @needs.nvcc
-def test_causal_tiles_aligned_to_the_end_compile_for_hopper_without_spills(tmp_path):
-    """CAUSAL_ALIGN_END (attention.cu's ALIGN_END) on every entry: each build compiles with it, spills nothing and
-    keeps its wgmma unserialized."""
-    folder = variant(tmp_path, CAUSAL_ALIGN_END=True)
+def test_aligned_tiles_and_idle_consumers_skipped_compile_for_hopper_without_spills(tmp_path):
+    """CAUSAL_ALIGN_END on every entry, and SKIP_IDLE (attention.cu's ALIGN_END and SKIP_IDLE) on every entry whose
+    tiles can hold padding rows: each build compiles with them, spills nothing and keeps its wgmma unserialized (a
+    condition around the matmuls inside the loop made ptxas serialize them, C7515: the idle consumers walk the
+    barriers on a path of their own). The shared BLOCK_N at 128: d128's 192-wide blocks spill 52 bytes with SKIP_IDLE
+    (kernel.py says so at the knob)."""
+    folder = variant(tmp_path, CAUSAL_ALIGN_END=True, SKIP_IDLE=True, BLOCK_N=128)
     plans = seed_module(folder)["PLANS"]
-    assert all(p.build.align_end for p in plans.values())
+    assert all(p.build.align_end and p.build.skip_idle for p in plans.values())
     check = compile_check(folder, "sm_90a")
     assert check.ok, check.log
     assert len(check.resources) == len(declared_builds(folder))
@@ -195,12 +198,13 @@ def test_the_plan_sweep_reads_each_configuration_flag():
     spec = importlib.util.spec_from_file_location("fa3_plan_sweep", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles aligned to the end)
-    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False)
+    # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles aligned to the end,
+    # idle consumers skipped)
+    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False, False)
     assert sweep.parse_config("64:128:2:span:otma:q2:nopp")[1] == \
-        (64, 128, 2, True, True, False, True, 2, False, False)
-    assert sweep.parse_config("128:96:3:nopersist:dyn:end")[1] == \
-        (128, 96, 3, False, False, True, False, 1, True, True)
+        (64, 128, 2, True, True, False, True, 2, False, False, False)
+    assert sweep.parse_config("128:96:3:nopersist:dyn:end:skip")[1] == \
+        (128, 96, 3, False, False, True, False, 1, True, True, True)
     for bad in ("64:128", "64:128:2:fast", "64:128:2:q2:q2"):
         with pytest.raises(SystemExit):
             sweep.parse_config(bad)
@@ -208,5 +212,5 @@ def test_the_plan_sweep_reads_each_configuration_flag():
     build = seed["_Build"](*sweep.parse_config("64:128:2:otma:q2:nopp")[1][:3], True, 2, False)
     assert "-DPINGPONG=0" in build.modules["bf16"].build.flags
     assert not [flag for flag in build.modules["bf16"].build.flags if "ALIGN_END" in flag]
-    aligned = seed["_Build"](64, 128, 3, False, 1, True, True)
-    assert "-DALIGN_END=1" in aligned.modules["bf16"].build.flags
+    aligned = seed["_Build"](64, 128, 3, False, 1, True, True, True)
+    assert {"-DALIGN_END=1", "-DSKIP_IDLE=1"} <= set(aligned.modules["bf16"].build.flags)

@@ -3,8 +3,8 @@ entry may name, against torch's SDPA in float32 (D 64 and 128, causal and not, S
 persistent grid and not, causal too, and causal tiles drawn from a counter, whose reset a later launch relies on,
 grouped query heads packed into one run of rows or not), within the task's tolerance, and writing no row past S nor
 before row 0, O stored from the registers or through shared memory by TMA (O_TMA), with one Q tile or two
-(Q_BUFFERS: the next tile's Q loaded ahead, which a persistent grid's blocks reach), and causal tiles aligned to the
-end or not.
+(Q_BUFFERS: the next tile's Q loaded ahead, which a persistent grid's blocks reach), causal tiles aligned to the end
+or not, and consumers holding only padding rows skipped or not.
 
 Each build runs in a child process (this file run as a script) under a time limit, so a wrong barrier count or
 register split fails as its own build's test instead of hanging the session. The CPU side of the table is
@@ -31,10 +31,13 @@ EXTRA = {(64, 64, 3, False, 1), (64, 128, 3, False, 1), (64, 192, 2, False, 1), 
 """Builds an entry may name that the defaults do not: the narrower three-consumer blocks, D = 64 on two consumers
 with the shared BLOCK_N (the configuration D = 64 ran before the table), the short buckets' and D 64's builds with O
 through TMA, and the builds with two Q tiles."""
-ALIGNED = {(64, 128, 3, False, 1, True), (64, 128, 2, True, 2, False), (128, 128, 2, True, 2, True)}
-"""Builds with causal tiles cut from each head's end (CAUSAL_ALIGN_END), whose first tile starts before row 0: D 64's
-entry, D 64 short causal's (no ping-pong) and D 128's short and middle ones. (d, BLOCK_N, consumers, O_TMA, Q tiles,
-ping-pong)"""
+NEWER = {(64, 128, 3, False, 1, True, True, False), (64, 128, 3, False, 1, True, False, True),
+         (64, 128, 3, True, 2, True, True, True), (64, 128, 2, True, 2, False, True, True),
+         (128, 128, 2, True, 2, True, True, True)}
+"""Builds with causal tiles cut from each head's end (CAUSAL_ALIGN_END: a first tile that starts before row 0) or
+with idle consumers skipped (SKIP_IDLE), or both: D 64's entry, D 64 short's (O through TMA, two Q tiles), D 64 short
+causal's (no ping-pong) and D 128's short and middle ones. (d, BLOCK_N, consumers, O_TMA, Q tiles, ping-pong, aligned,
+skipped)"""
 LIMIT_S = 240
 GRIDS = {"tiles": (False, False, False), "persistent": (True, True, False), "dynamic": (True, False, True),
          "packed": (True, False, True, True), "packed-tiles": (False, False, False, True)}
@@ -44,25 +47,26 @@ packed into one run of rows (non-causal calls; causal ones run unpacked), persis
 ROWS_PER_BUILD = 2 * len(SEQLENS) * 2 * len(GRIDS)  # dtypes x S x (non-causal, causal) x grids
 
 
-def seed_builds() -> list[tuple[int, int, int, bool, int, bool, bool]]:
-    """(head dim, BLOCK_N, consumers, O_TMA, Q tiles, ping-pong, aligned to the end) of every build the seed's table
-    declares, and the extra ones (with ping-pong) and the aligned ones."""
+def seed_builds() -> list[tuple[int, int, int, bool, int, bool, bool, bool]]:
+    """(head dim, BLOCK_N, consumers, O_TMA, Q tiles, ping-pong, aligned to the end, idle consumers skipped) of every
+    build the seed's table declares, the extra ones (with ping-pong) and the NEWER ones."""
     plans = load_entry(SEED, "attention").__globals__["PLANS"]
     return sorted({(p.build.d, p.build.block_n, p.build.consumers, p.build.o_tma, p.build.q_buffers, p.build.pingpong,
-                    p.build.align_end) for p in plans.values()}
-                  | {(*extra, True, False) for extra in EXTRA} | {(*aligned, True) for aligned in ALIGNED})
+                    p.build.align_end, p.build.skip_idle) for p in plans.values()}
+                  | {(*extra, True, False, False) for extra in EXTRA} | NEWER)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d,block_n,consumers,o_tma,q_buffers,pingpong,align_end", seed_builds())
-def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma, q_buffers, pingpong, align_end):
+@pytest.mark.parametrize("d,block_n,consumers,o_tma,q_buffers,pingpong,align_end,skip_idle", seed_builds())
+def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tma, q_buffers, pingpong, align_end,
+                                                     skip_idle):
     import needs
 
     needs.module("cupy")
     try:
         done = subprocess.run([sys.executable, __file__, str(d), str(block_n), str(consumers), str(int(o_tma)),
-                               str(q_buffers), str(int(pingpong)), str(int(align_end))], capture_output=True,
-                              text=True, timeout=LIMIT_S)
+                               str(q_buffers), str(int(pingpong)), str(int(align_end)), str(int(skip_idle))],
+                              capture_output=True, text=True, timeout=LIMIT_S)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         pytest.fail(f"D={d} BLOCK_N={block_n} with {consumers} consumers did not finish in {LIMIT_S} s (a hang?); "
@@ -76,7 +80,7 @@ def test_build_matches_sdpa_and_writes_no_row_past_s(d, block_n, consumers, o_tm
 
 
 def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int, pingpong: int,
-                align_end: int) -> None:
+                align_end: int, skip_idle: int) -> None:
     """In the child: one row per case, printed as it finishes."""
     import torch
     import torch.nn.functional as F
@@ -86,7 +90,8 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int
 
     task = load("attention")
     module = load_entry(SEED, "attention").__globals__
-    build = module["_Build"](d, block_n, consumers, bool(o_tma), q_buffers, bool(pingpong), bool(align_end))
+    build = module["_Build"](d, block_n, consumers, bool(o_tma), q_buffers, bool(pingpong), bool(align_end),
+                             bool(skip_idle))
     scale = 1 / math.sqrt(d)
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype in (torch.bfloat16, torch.float16):
@@ -118,4 +123,4 @@ def check_build(d: int, block_n: int, consumers: int, o_tma: int, q_buffers: int
 
 
 if __name__ == "__main__":
-    check_build(*map(int, sys.argv[1:8]))
+    check_build(*map(int, sys.argv[1:9]))

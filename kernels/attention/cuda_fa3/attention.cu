@@ -38,6 +38,10 @@
 //     partial tile is the head's first, which sees a block or two of keys, instead of its last, which sees them all
 //     (S = 2048 on 192-row tiles: 64 rows of padding against all 2048 keys, 6% of the head's work). Rows before
 //     row 0 load as zeros (TMA fills outside the tensor), are masked and are stored nowhere;
+//   - SKIP_IDLE: where BLOCK_M does not divide a head's rows, the last tile's consumers past the last row (the
+//     first tile's before row 0 with ALIGN_END) issue no matmul, so the others have the tensor cores to themselves:
+//     at S = 1024 on 192-row tiles two of the last tile's three consumers hold padding only. They walk the tile's
+//     barriers as the others do (idle_tile), so every barrier sees the arrivals it counts;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies; packed (kernel.py's
 //     PACK_GQA, non-causal), the query heads of one kv head are a single head of `rows` = G x S rows (contiguous in
 //     q and o), cut into tiles with no partial tile at each query head's end; keys stay S per kv head;
@@ -80,6 +84,9 @@
 #endif
 #ifndef ALIGN_END
 #define ALIGN_END 0
+#endif
+#ifndef SKIP_IDLE
+#define SKIP_IDLE 0
 #endif
 
 constexpr int BLOCK_M = 64 * CONSUMERS;     // query rows per block: 64 per consumer warpgroup
@@ -307,6 +314,53 @@ __device__ __forceinline__ void store_o_tma(const float (&o)[D / 2], float (&l)[
     }
 }
 
+// SKIP_IDLE: consume_tile's walk of the barriers, for a consumer none of whose rows exists: every K/V stage waited
+// for and released, the ping-pong token taken and passed in turn, Q released; no matmul, no softmax, no store. (A
+// separate path: a condition around the matmuls inside consume_tile's loop makes ptxas serialize every wgmma.)
+template <int D>
+__device__ __forceinline__ void idle_tile(const Smem<D>& sm, Ring& ring, const QRing& qs, const Tile& w, int c) {
+    const bool leader = threadIdx.x % 128 == 0;
+    if constexpr (OVERLAP) {
+        mbar_wait(&sm.full_k[ring.stage], ring.phase);
+        token_wait(c);
+        token_pass(c, false);
+        if (leader) mbar_arrive(&sm.empty_k[ring.stage]);
+        Ring prev = ring;
+        ring.advance();
+        for (int j = 1; j < w.n_blocks; ++j) {
+            mbar_wait(&sm.full_k[ring.stage], ring.phase);
+            mbar_wait(&sm.full_v[prev.stage], prev.phase);
+            token_wait(c);
+            token_pass(c, false);
+            if (leader) {
+                mbar_arrive(&sm.empty_k[ring.stage]);
+                mbar_arrive(&sm.empty_v[prev.stage]);
+            }
+            prev = ring;
+            ring.advance();
+        }
+        if (leader) mbar_arrive(&sm.empty_q[qs.stage]);
+        mbar_wait(&sm.full_v[prev.stage], prev.phase);
+        token_wait(c);
+        token_pass(c, true);
+        if (leader) mbar_arrive(&sm.empty_v[prev.stage]);
+    } else {
+        for (int j = 0; j < w.n_blocks; ++j) {
+            const bool last = j == w.n_blocks - 1;
+            mbar_wait(&sm.full_k[ring.stage], ring.phase);
+            token_wait(c);
+            token_pass(c, false);
+            if (leader) mbar_arrive(&sm.empty_k[ring.stage]);
+            if (leader && last) mbar_arrive(&sm.empty_q[qs.stage]);
+            mbar_wait(&sm.full_v[ring.stage], ring.phase);
+            token_wait(c);
+            token_pass(c, last);
+            if (leader) mbar_arrive(&sm.empty_v[ring.stage]);
+            ring.advance();
+        }
+    }
+}
+
 // One consumer warpgroup on one tile: its 64 query rows against every K/V block, then O to global memory. Q goes back
 // to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
 template <bool FP16, int D>
@@ -326,6 +380,12 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     l[0] = l[1] = 0.f;
     if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
     mbar_wait(&sm.full_q[qs.stage], qs.phase);
+    if constexpr (SKIP_IDLE) {
+        if (wg_first_row >= rows || wg_first_row + 64 <= 0) {  // past the last row, or before row 0 (ALIGN_END)
+            idle_tile<D>(sm, ring, qs, w, c);
+            return;
+        }
+    }
 
     auto needs_mask = [&](int j) {
         const int key0 = j * BLOCK_N;

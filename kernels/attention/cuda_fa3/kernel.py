@@ -50,6 +50,11 @@ PACK_GQA = True  # avo: tune False True
 # last tile's padding rows see every key, about 6% of the head's work. Compiled and checked on the CPU; not yet timed
 # on a GPU, so off.
 CAUSAL_ALIGN_END = False  # avo: tune False True
+# Consumers whose 64 rows all lie past a head's last row (or before its first, with CAUSAL_ALIGN_END) issue no
+# matmuls (attention.cu's SKIP_IDLE): at S = 1024 on 192-row tiles two of the last tile's three consumers hold only
+# padding, and the third then has the tensor cores to itself. Compiled on the CPU; not yet timed on a GPU, so off. It
+# costs d128's 192-wide build 52 bytes of spills (nvcc 13.0), where 128-row tiles leave no consumer idle anyway.
+SKIP_IDLE = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
 CONSUMERS = 2  # its consumer warpgroups; a producer warpgroup comes on top
@@ -146,22 +151,23 @@ LOG2E = 1.0 / math.log(2.0)
 
 class _Build:
     """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store, Q tiles, ping-pong,
-    causal tiles aligned to the end), one module per dtype."""
+    causal tiles aligned to the end, idle consumers skipped), one module per dtype."""
 
     def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False, q_buffers: int = 1,
-                 pingpong: bool = PINGPONG, align_end: bool = False):
+                 pingpong: bool = PINGPONG, align_end: bool = False, skip_idle: bool = False):
         self.d, self.block_n, self.consumers, self.o_tma, self.q_buffers = d, block_n, consumers, o_tma, q_buffers
-        self.pingpong, self.align_end = pingpong, align_end
+        self.pingpong, self.align_end, self.skip_idle = pingpong, align_end, skip_idle
         self.block_m = 64 * consumers
         self.threads = 128 * (consumers + 1)
         # The Q tiles, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
         # atom, 1 KB for barriers.
         self.smem = (self.block_m * d * (q_buffers + (1 if o_tma else 0)) + 2 * STAGES * block_n * d) * 2 + 2048
-        # O_TMA, Q_BUFFERS and ALIGN_END only where set: the other builds' flags (and so their cached cubins) as before.
+        # O_TMA, Q_BUFFERS, ALIGN_END and SKIP_IDLE only where set: the other builds' flags (and so their cached
+        # cubins) as before.
         self.modules = {dtype: load_module("attention.cu", defines={
             "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": pingpong, "OVERLAP": OVERLAP,
             "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), **({"Q_BUFFERS": 2} if q_buffers == 2 else {}),
-            **({"ALIGN_END": 1} if align_end else {}),
+            **({"ALIGN_END": 1} if align_end else {}), **({"SKIP_IDLE": 1} if skip_idle else {}),
             "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
         }) for dtype in _DTYPES.values()}
 
@@ -187,7 +193,7 @@ def _plans() -> dict[str, Plan]:
         entry = TABLE.get(name, {})
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
                entry.get("Q_BUFFERS", Q_BUFFERS), entry.get("PINGPONG", PINGPONG),
-               entry.get("CAUSAL_ALIGN_END", CAUSAL_ALIGN_END))
+               entry.get("CAUSAL_ALIGN_END", CAUSAL_ALIGN_END), entry.get("SKIP_IDLE", SKIP_IDLE))
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
