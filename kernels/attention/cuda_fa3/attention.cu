@@ -53,8 +53,8 @@
 //     as it has issued this tile's K and V, instead of when the consumers let go of the one Q buffer near the tile's
 //     end; the next tile's first Q Kᵀ then finds its Q in place. Short sequences pay the Q load's latency once per
 //     few K/V blocks, so it weighs there. Costs one more Q tile of shared memory.
-// Edges: TMA zero-fills rows past `rows` (S unpacked); keys past S are masked, rows past `rows` are not stored. Tunables come as -D
-// defines from kernel.py.
+// Edges: TMA zero-fills rows past `rows` (S unpacked); keys past S are masked, rows past `rows` are not stored.
+// Tunables come as -D defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
 
@@ -255,7 +255,8 @@ __device__ __forceinline__ void produce(const Smem<D>& sm, const TensorMap* map_
     }
 }
 
-// O / l for this thread's two rows, those inside `rows`, straight from the registers (the quad's partial row sums first).
+// O / l for this thread's two rows, those inside `rows`, straight from the registers (the quad's partial row sums
+// first).
 template <bool FP16, int D>
 __device__ __forceinline__ void store_o(const float (&o)[D / 2], float (&l)[2], unsigned short* O, int rows,
                                         int bh, int row0) {
