@@ -385,11 +385,13 @@ def test_a_change_that_failed_is_not_made_again_beside_other_moves():
                     incumbent=seed, incumbent_fitness=1.0, losses=change_losses(outcomes))
     for o in outcomes[1:]:
         search.record(Trial(point=o.point, status=o.status))
-    moves = search.next_moves(12)
-    assert len(moves) == 12 and not [m for m in moves if m.point["CLUSTER_M"] == 2], [m.describe() for m in moves]
+    # 60 moves: clusters of two are modelled a little slower than none (measured so), so they come after the first
+    # dozen even when nothing holds them back.
+    moves = search.next_moves(60)
+    assert len(moves) == 60 and not [m for m in moves if m.point["CLUSTER_M"] == 2], [m.describe() for m in moves]
     held = Search(knobs=knobs, shape=search.shape, incumbent=seed, incumbent_fitness=1.0)
     held.record(Trial(point=failed, status="compile_error"))
-    assert [m for m in held.next_moves(12) if m.point["CLUSTER_M"] == 2]  # without the record, it comes back
+    assert [m for m in held.next_moves(60) if m.point["CLUSTER_M"] == 2]  # without the record, it comes back
 
 
 SEED_POINT = point_of(parse_knobs(SEED))
