@@ -80,11 +80,17 @@ class Build:
 _declared: dict[Path, dict[tuple[str, tuple[str, ...]], None]] = {}
 _cubins: dict[str, tuple[bytes, dict[str, str]]] = {}
 _notices: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
-"""(source path, flags) of a build -> ptxas's performance notices from its last compile (performance_notices)."""
+"""notice_key(build) -> ptxas's performance notices from its last compile (performance_notices)."""
+
+
+def notice_key(build: Build) -> tuple[str, tuple[str, ...]]:
+    """What `_notices` files a build's notices under: its source path and flags."""
+    return str(build.source), tuple(build.flags)
+
 
 def compile_notices(folder: Path) -> list[str]:
     """The performance notices of every build kernel.py declared in `folder`, from their compiles in this process."""
-    return [n for b in declared_builds(folder) for n in _notices.get((str(b.source), tuple(b.flags)), ())]
+    return [n for b in declared_builds(folder) for n in _notices.get(notice_key(b), ())]
 
 
 def declared_builds(folder: Path) -> list[Build]:
@@ -185,7 +191,7 @@ class CudaModule:
             cubin, mapping, log = _nvrtc_compile(nvrtc, build.source.read_text(), build, self.options(arch),
                                                  self.name_expressions)
             _cubins[key] = (cubin, mapping)
-            _notices[(str(build.source), tuple(build.flags))] = performance_notices(log)
+            _notices[notice_key(build)] = performance_notices(log)
         cubin, self._mapping = _cubins[key]
         return cubin
 

@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path, nargs="?", default=SEED, help="the seed or a variant of it")
     parser.add_argument("--suite", default="wide")
     parser.add_argument("--also", nargs="*", default=[],
-                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp]")
+                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip]")
     parser.add_argument("--single", action="store_true", help="also the single configuration before the table")
     parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")

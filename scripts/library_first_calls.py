@@ -34,17 +34,19 @@ def main() -> None:
     task = tasks.load(args.task)
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
+    def timed(inputs) -> float:
+        start = time.perf_counter()
+        task.library(*inputs)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
     first = second = 0.0
     cases = task.cases(args.suite)
     for i, case in enumerate(cases):
         inputs = task.make_inputs(case, 5 + i, "cuda")
         torch.cuda.synchronize()
-        for call in range(2):
-            start = time.perf_counter()
-            task.library(*inputs)
-            torch.cuda.synchronize()
-            spent = time.perf_counter() - start
-            first, second = (first + spent, second) if call == 0 else (first, second + spent)
+        first += timed(inputs)
+        second += timed(inputs)
         del inputs
     cache = {name: os.environ.get(name) for name in ("CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE")}
     print(f"{len(cases)} cases: first calls {first:.2f} s, second calls {second:.3f} s ({cache})", flush=True)

@@ -152,7 +152,7 @@ def test_aligned_tiles_and_idle_consumers_skipped_compile_for_hopper_without_spi
     """CAUSAL_ALIGN_END on every entry, and SKIP_IDLE (attention.cu's ALIGN_END and SKIP_IDLE) on every entry whose
     tiles can hold padding rows: each build compiles with them, spills nothing and keeps its wgmma unserialized (a
     condition around the matmuls inside the loop made ptxas serialize them, C7515: the idle consumers walk the
-    barriers on a path of their own). The shared BLOCK_N at 128: d128's 192-wide blocks spill 52 bytes with SKIP_IDLE
+    barriers on a path of their own). The shared BLOCK_N at 128: d128's 192-wide blocks spill 48 bytes with SKIP_IDLE
     (kernel.py says so at the knob)."""
     folder = variant(tmp_path, CAUSAL_ALIGN_END=True, SKIP_IDLE=True, BLOCK_N=128)
     plans = seed_module(folder)["PLANS"]

@@ -45,6 +45,26 @@ def seed(**knobs):
     return entry
 
 
+def check_repeatable(gemm, shape: tuple[int, int, int], dtype, label, repeats: int = 5) -> None:
+    """On a GPU: gemm's output on random inputs of `shape` within the task's tolerance of fp32 torch.matmul, and the
+    same bits from `repeats` more calls, each after garbage was left where its output may land."""
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
+    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
+    first = gemm(a, b)
+    task = load("gemm")
+    assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), label
+    for _ in range(repeats):
+        torch.empty_like(first).fill_(float("nan"))  # the next output may land where this garbage was
+        assert torch.equal(gemm(a, b), first), f"{label}: a repeated call gave other bits"
+
+
+def arrivals_reset(gemm) -> bool:
+    """Each split tile's last unit set its arrival counter back to zero."""
+    return not any(arrivals.any() for _, arrivals in gemm.__globals__["_WORKSPACE"].values())
+
+
 def work(plan) -> str:
     return "stream" if plan.stream else "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
 
@@ -81,19 +101,8 @@ def test_every_configuration_is_correct_and_bitwise_repeatable(shape, dtype, kno
     if knobs and shape not in WITHOUT_STREAM:
         pytest.skip("the same plan as with stream-K on")
     gemm = seed(**KNOBS[knobs])
-    m, n, k = shape
-    gen = torch.Generator(device="cuda").manual_seed(sum(shape))
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-    first = gemm(a, b)
-    task = load("gemm")
-    name = str(dtype).removeprefix("torch.")
-    assert relative_error(first, task.reference(a, b)) <= task.tolerance(name), shape  # fp32 torch.matmul
-    for _ in range(5):
-        torch.empty_like(first).fill_(float("nan"))  # the next output may land where this garbage was
-        assert torch.equal(gemm(a, b), first), f"{shape}: a repeated call gave other bits"
-    for _, arrivals in gemm.__globals__["_WORKSPACE"].values():  # each tile's last unit reset its counter
-        assert not arrivals.any(), f"{shape}: arrival counters left set"
+    check_repeatable(gemm, shape, dtype, shape)
+    assert arrivals_reset(gemm), f"{shape}: arrival counters left set"
 
 
 # Stream-K, forced on each width and count of waves (0: every tile dealt out), with up to `lanes` tiles of a tile
@@ -158,18 +167,9 @@ def test_stream_k_is_correct_and_bitwise_repeatable(case, dtype):
     needs.module("cupy")
     m, n, k, width, waves, lanes = case
     gemm = streamed(seed(), width, waves, lanes)
-    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-    first = gemm(a, b)
+    check_repeatable(gemm, (m, n, k), dtype, case)
     assert all(plan.stream > 1 for plan in gemm.__globals__["_PLANS"].values())
-    task = load("gemm")
-    assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), case
-    for _ in range(5):
-        torch.empty_like(first).fill_(float("nan"))
-        assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
-    for _, arrivals in gemm.__globals__["_WORKSPACE"].values():
-        assert not arrivals.any(), f"{case}: arrival counters left set"
+    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
 
 
 # The narrower widths at the depths their knobs allow beyond the shipped ones (STAGES_192 4, STAGES_128 5 and 6),
@@ -189,17 +189,8 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
     g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1)
     g["_PLANS"].clear()
     assert g["plan"](m, n, k, H200_SMS).build is g["_LARGE"][width], "the plan no longer takes this width here"
-    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-    b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-    first = gemm(a, b)
-    task = load("gemm")
-    assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), case
-    for _ in range(5):
-        torch.empty_like(first).fill_(float("nan"))
-        assert torch.equal(gemm(a, b), first), f"{case}: a repeated call gave other bits"
-    for _, arrivals in g["_WORKSPACE"].values():
-        assert not arrivals.any(), f"{case}: arrival counters left set"
+    check_repeatable(gemm, (m, n, k), dtype, case)
+    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
 
 
 # CLUSTER_M 2 (a knob an evolve may move): blocks in pairs, each loading half of the B tile both use and multicasting
@@ -238,16 +229,6 @@ def test_clustered_plans_take_each_kind_of_work(tmp_path):
 def test_clusters_of_two_are_correct_and_bitwise_repeatable(dtype, tmp_path):
     needs.module("cupy")
     gemm = clustered(tmp_path)
-    task = load("gemm")
     for shape in CLUSTERED:
-        m, n, k = shape
-        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-        b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-        first = gemm(a, b)
-        assert relative_error(first, task.reference(a, b)) <= task.tolerance(str(dtype).removeprefix("torch.")), shape
-        for _ in range(3):
-            torch.empty_like(first).fill_(float("nan"))
-            assert torch.equal(gemm(a, b), first), f"{shape}: a repeated call gave other bits"
-    for _, arrivals in gemm.__globals__["_WORKSPACE"].values():
-        assert not arrivals.any(), "arrival counters left set"
+        check_repeatable(gemm, shape, dtype, shape, repeats=3)
+    assert arrivals_reset(gemm), "arrival counters left set"

@@ -52,7 +52,7 @@ def compile_builds_ahead(folder: Path, arch: str, workers: int, limit_s: float =
         if cubin.is_file() and names.is_file():  # written last: the cubin is whole
             written = json.loads(names.read_text())
             cuda._cubins[key] = (cubin.read_bytes(), written["names"])
-            cuda._notices[(str(module.build.source), tuple(module.build.flags))] = tuple(written["notices"])
+            cuda._notices[cuda.notice_key(module.build)] = tuple(written["notices"])
             outcome.compiled += 1
     return outcome
 
@@ -64,5 +64,5 @@ def _compile_into(module, arch: str, out: Path) -> None:
 
     cubin = module.compile(arch)
     out.with_suffix(".cubin").write_bytes(cubin)
-    notices = cuda._notices.get((str(module.build.source), tuple(module.build.flags)), ())
+    notices = cuda._notices.get(cuda.notice_key(module.build), ())
     out.with_suffix(".json").write_text(json.dumps({"names": module._mapping, "notices": list(notices)}))

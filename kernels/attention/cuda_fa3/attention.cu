@@ -41,7 +41,7 @@
 //   - SKIP_IDLE: where BLOCK_M does not divide a head's rows, the last tile's consumers past the last row (the
 //     first tile's before row 0 with ALIGN_END) issue no matmul, so the others have the tensor cores to themselves:
 //     at S = 1024 on 192-row tiles two of the last tile's three consumers hold padding only. They walk the tile's
-//     barriers as the others do (idle_tile), so every barrier sees the arrivals it counts;
+//     barriers as the others do (consume_tile with WORK false), so every barrier sees the arrivals it counts;
 //   - GQA: query head h reads kv head h / (Hq / Hkv) through the same tensor map, no copies; packed (kernel.py's
 //     PACK_GQA, non-causal), the query heads of one kv head are a single head of `rows` = G x S rows (contiguous in
 //     q and o), cut into tiles with no partial tile at each query head's end; keys stay S per kv head;
@@ -315,56 +315,12 @@ __device__ __forceinline__ void store_o_tma(const float (&o)[D / 2], float (&l)[
     }
 }
 
-// SKIP_IDLE: consume_tile's walk of the barriers, for a consumer none of whose rows exists: every K/V stage waited
-// for and released, the ping-pong token taken and passed in turn, Q released; no matmul, no softmax, no store. (A
-// separate path: a condition around the matmuls inside consume_tile's loop makes ptxas serialize every wgmma.)
-template <int D>
-__device__ __forceinline__ void idle_tile(const Smem<D>& sm, Ring& ring, const QRing& qs, const Tile& w, int c) {
-    const bool leader = threadIdx.x % 128 == 0;
-    if constexpr (OVERLAP) {
-        mbar_wait(&sm.full_k[ring.stage], ring.phase);
-        token_wait(c);
-        token_pass(c, false);
-        if (leader) mbar_arrive(&sm.empty_k[ring.stage]);
-        Ring prev = ring;
-        ring.advance();
-        for (int j = 1; j < w.n_blocks; ++j) {
-            mbar_wait(&sm.full_k[ring.stage], ring.phase);
-            mbar_wait(&sm.full_v[prev.stage], prev.phase);
-            token_wait(c);
-            token_pass(c, false);
-            if (leader) {
-                mbar_arrive(&sm.empty_k[ring.stage]);
-                mbar_arrive(&sm.empty_v[prev.stage]);
-            }
-            prev = ring;
-            ring.advance();
-        }
-        if (leader) mbar_arrive(&sm.empty_q[qs.stage]);
-        mbar_wait(&sm.full_v[prev.stage], prev.phase);
-        token_wait(c);
-        token_pass(c, true);
-        if (leader) mbar_arrive(&sm.empty_v[prev.stage]);
-    } else {
-        for (int j = 0; j < w.n_blocks; ++j) {
-            const bool last = j == w.n_blocks - 1;
-            mbar_wait(&sm.full_k[ring.stage], ring.phase);
-            token_wait(c);
-            token_pass(c, false);
-            if (leader) mbar_arrive(&sm.empty_k[ring.stage]);
-            if (leader && last) mbar_arrive(&sm.empty_q[qs.stage]);
-            mbar_wait(&sm.full_v[ring.stage], ring.phase);
-            token_wait(c);
-            token_pass(c, last);
-            if (leader) mbar_arrive(&sm.empty_v[ring.stage]);
-            ring.advance();
-        }
-    }
-}
-
 // One consumer warpgroup on one tile: its 64 query rows against every K/V block, then O to global memory. Q goes back
 // to the producer as soon as the tile's last Q Kᵀ is done, so the next tile's Q loads under this tile's last P V.
-template <bool FP16, int D>
+// WORK false (SKIP_IDLE, a consumer none of whose rows exists) is the same walk of the barriers with no matmul,
+// softmax or store: a separate instance, since a run-time condition around the matmuls inside the loop makes ptxas
+// serialize every wgmma.
+template <bool FP16, int D, bool WORK = true>
 __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, const QRing& qs, const Tile& w,
                                              unsigned short* O, const TensorMap* map_o, int S, int rows,
                                              float scale, bool causal) {
@@ -381,9 +337,9 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     l[0] = l[1] = 0.f;
     if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
     mbar_wait(&sm.full_q[qs.stage], qs.phase);
-    if constexpr (SKIP_IDLE) {
+    if constexpr (SKIP_IDLE && WORK) {
         if (wg_first_row >= rows || wg_first_row + 64 <= 0) {  // past the last row, or before row 0 (ALIGN_END)
-            idle_tile<D>(sm, ring, qs, w, c);
+            consume_tile<FP16, D, false>(sm, ring, qs, w, O, map_o, S, rows, scale, causal);
             return;
         }
     }
@@ -399,39 +355,45 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     if constexpr (OVERLAP) {
         mbar_wait(&sm.full_k[ring.stage], ring.phase);
         token_wait(c);
-        issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
+        if constexpr (WORK) issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
         token_pass(c, false);
         wgmma_wait<0>();
         fence_regs(s);
         release(&sm.empty_k[ring.stage]);
-        softmax(s, m, l, alpha, scale, needs_mask(0), 0, row0, S, causal);
-        to_p<FP16>(s, p);
+        if constexpr (WORK) {
+            softmax(s, m, l, alpha, scale, needs_mask(0), 0, row0, S, causal);
+            to_p<FP16>(s, p);
+        }
         Ring prev = ring;
         ring.advance();
         for (int j = 1; j < w.n_blocks; ++j) {
             mbar_wait(&sm.full_k[ring.stage], ring.phase);
             mbar_wait(&sm.full_v[prev.stage], prev.phase);
             token_wait(c);
-            issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
-            issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
+            if constexpr (WORK) {
+                issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
+                issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
+            }
             token_pass(c, false);
             wgmma_wait<1>();
             fence_regs(s);
             release(&sm.empty_k[ring.stage]);
-            softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
+            if constexpr (WORK) softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
             wgmma_wait<0>();
             fence_regs(o);
             fence_p(p);
             release(&sm.empty_v[prev.stage]);
-            rescale<D>(o, alpha);
-            to_p<FP16>(s, p);
+            if constexpr (WORK) {
+                rescale<D>(o, alpha);
+                to_p<FP16>(s, p);
+            }
             prev = ring;
             ring.advance();
         }
         release(&sm.empty_q[qs.stage]);
         mbar_wait(&sm.full_v[prev.stage], prev.phase);
         token_wait(c);
-        issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
+        if constexpr (WORK) issue_pv<FP16, D>(o, p, sm.v + prev.stage * KV_BYTES);
         token_pass(c, true);
         wgmma_wait<0>();
         fence_regs(o);
@@ -441,18 +403,20 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
         for (int j = 0; j < w.n_blocks; ++j) {
             mbar_wait(&sm.full_k[ring.stage], ring.phase);
             token_wait(c);
-            issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
+            if constexpr (WORK) issue_qk<FP16, D>(s, q, sm.k + ring.stage * KV_BYTES);
             token_pass(c, false);
             wgmma_wait<0>();
             fence_regs(s);
             release(&sm.empty_k[ring.stage]);
             if (j == w.n_blocks - 1) release(&sm.empty_q[qs.stage]);
-            softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
-            rescale<D>(o, alpha);
-            to_p<FP16>(s, p);
+            if constexpr (WORK) {
+                softmax(s, m, l, alpha, scale, needs_mask(j), j * BLOCK_N, row0, S, causal);
+                rescale<D>(o, alpha);
+                to_p<FP16>(s, p);
+            }
             mbar_wait(&sm.full_v[ring.stage], ring.phase);
             token_wait(c);
-            issue_pv<FP16, D>(o, p, sm.v + ring.stage * KV_BYTES);
+            if constexpr (WORK) issue_pv<FP16, D>(o, p, sm.v + ring.stage * KV_BYTES);
             token_pass(c, j == w.n_blocks - 1);
             wgmma_wait<0>();
             fence_regs(o);
@@ -461,7 +425,9 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
             ring.advance();
         }
     }
-    if constexpr (O_TMA)
+    if constexpr (!WORK)
+        return;  // none of its rows exists: nothing to store
+    else if constexpr (O_TMA)
         store_o_tma<FP16, D>(o, l, sm.o + c * Smem<D>::O_BYTES, map_o, w.bh, wg_first_row, c);
     else
         store_o<FP16, D>(o, l, O, rows, w.bh, row0);

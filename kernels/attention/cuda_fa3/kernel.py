@@ -53,7 +53,7 @@ CAUSAL_ALIGN_END = False  # avo: tune False True
 # Consumers whose 64 rows all lie past a head's last row (or before its first, with CAUSAL_ALIGN_END) issue no
 # matmuls (attention.cu's SKIP_IDLE): at S = 1024 on 192-row tiles two of the last tile's three consumers hold only
 # padding, and the third then has the tensor cores to itself. Compiled on the CPU; not yet timed on a GPU, so off. It
-# costs d128's 192-wide build 52 bytes of spills (nvcc 13.0), where 128-row tiles leave no consumer idle anyway.
+# costs d128's 192-wide build 48 bytes of spills (nvcc 13.0), where 128-row tiles leave no consumer idle anyway.
 SKIP_IDLE = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
