@@ -127,7 +127,8 @@ def test_buckets_with_the_same_configuration_share_one_build(tmp_path):
     assert [p.build.pingpong for p in plans.values()].count(False) == 1  # d64_short_causal's alone
     assert plans["d64_short_causal"].build.modules["bf16"].build.flags[3] == "-DPINGPONG=0"
     same = seed_module(variant(tmp_path, **{"BLOCK_N@d64": 128, "WARPGROUPS@d64": 2, "O_TMA@d64": True,
-                                            "Q_BUFFERS@d64": 2, "PINGPONG@d64_short_causal": True}))["PLANS"]
+                                            "Q_BUFFERS@d64": 2, "CAUSAL_ALIGN_END@d64": False,
+                                            "PINGPONG@d64_short_causal": True}))["PLANS"]
     assert same["d64"].build is same["d64_short_causal"].build and len({id(p.build) for p in same.values()}) == 4
 
 

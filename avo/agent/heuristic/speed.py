@@ -16,7 +16,7 @@ from avo.agent.heuristic.knobs import Point
 from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile, width_stages
 
 
-_FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.01), ("skip_idle", 1.01),
+_FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.02), ("skip_idle", 0.92),
                 ("overlap", 1.08), ("pingpong", 1.03), ("causal_dynamic", 1.03), ("o_tma", 1.03), ("stream_k", 1.02),
                 ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
                 ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),

@@ -37,7 +37,8 @@
 //   - ALIGN_END (causal): a head's tiles are cut from its last row back, so where BLOCK_M does not divide S the one
 //     partial tile is the head's first, which sees a block or two of keys, instead of its last, which sees them all
 //     (S = 2048 on 192-row tiles: 64 rows of padding against all 2048 keys, 6% of the head's work). Rows before
-//     row 0 load as zeros (TMA fills outside the tensor), are masked and are stored nowhere;
+//     row 0 load as zeros (TMA fills outside the tensor), are masked and are stored nowhere (a consumer that
+//     starts before row 0 stores from its registers, O_TMA or not: a TMA store from there stops the kernel);
 //   - SKIP_IDLE: where BLOCK_M does not divide a head's rows, the last tile's consumers past the last row (the
 //     first tile's before row 0 with ALIGN_END) issue no matmul, so the others have the tensor cores to themselves:
 //     at S = 1024 on 192-row tiles two of the last tile's three consumers hold padding only. They walk the tile's
@@ -335,8 +336,10 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     m[0] = m[1] = __int_as_float(0xff800000);
     l[0] = l[1] = 0.f;
-    if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
-    mbar_wait(&sm.full_q[qs.stage], qs.phase);
+    if constexpr (WORK) {  // the idle instance is entered from here, past these two
+        if (PINGPONG && c == CONSUMERS - 1) named_barrier_arrive(1, 256);  // consumer 0 issues first
+        mbar_wait(&sm.full_q[qs.stage], qs.phase);
+    }
     if constexpr (SKIP_IDLE && WORK) {
         if (wg_first_row >= rows || wg_first_row + 64 <= 0) {  // past the last row, or before row 0 (ALIGN_END)
             consume_tile<FP16, D, false>(sm, ring, qs, w, O, map_o, S, rows, scale, causal);
@@ -427,9 +430,12 @@ __device__ __forceinline__ void consume_tile(const Smem<D>& sm, Ring& ring, cons
     }
     if constexpr (!WORK)
         return;  // none of its rows exists: nothing to store
-    else if constexpr (O_TMA)
-        store_o_tma<FP16, D>(o, l, sm.o + c * Smem<D>::O_BYTES, map_o, w.bh, wg_first_row, c);
-    else
+    else if constexpr (O_TMA) {
+        // A TMA store whose box starts before row 0 stops the kernel (illegal instruction on the H200), so with
+        // ALIGN_END the first tile's consumers that start there store from the registers.
+        if (ALIGN_END && wg_first_row < 0) store_o<FP16, D>(o, l, O, rows, w.bh, row0);
+        else store_o_tma<FP16, D>(o, l, sm.o + c * Smem<D>::O_BYTES, map_o, w.bh, wg_first_row, c);
+    } else
         store_o<FP16, D>(o, l, O, rows, w.bh, row0);
 }
 

@@ -47,13 +47,16 @@ Q_BUFFERS = 1  # avo: tune 1 2
 PACK_GQA = True  # avo: tune False True
 # Causal tiles cut from a head's last row back (attention.cu's ALIGN_END), so that where BLOCK_M does not divide S
 # the one partial tile is the head's lightest, not its heaviest: on D = 64's 192-row tiles at S = 2048 and 4096 the
-# last tile's padding rows see every key, about 6% of the head's work. Compiled and checked on the CPU; not yet timed
-# on a GPU, so off.
+# last tile's padding rows see every key, about 6% of the head's work. On the H200 (BENCHMARKS.md), D = 64's entry
+# with it against without, side by side: causal S 2048-4096 0.985 -> 1.027x cuDNN, S >= 8192 1.111 -> 1.126, non-causal
+# the same; so the d64 entry takes it. Off elsewhere: 128-row tiles end on the heads' end at the suites' S.
 CAUSAL_ALIGN_END = False  # avo: tune False True
 # Consumers whose 64 rows all lie past a head's last row (or before its first, with CAUSAL_ALIGN_END) issue no
 # matmuls (attention.cu's SKIP_IDLE): at S = 1024 on 192-row tiles two of the last tile's three consumers hold only
-# padding, and the third then has the tensor cores to itself. Compiled on the CPU; not yet timed on a GPU, so off. It
-# costs d128's 192-wide build 48 bytes of spills (nvcc 13.0), where 128-row tiles leave no consumer idle anyway.
+# padding, and the third then has the tensor cores to itself. It loses, so off: on the H200 (BENCHMARKS.md) D = 64's
+# entry with it ran 0.928 against 0.985 (causal S 2048-4096) and 1.021 against 1.134 (non-causal S >= 8192, where no
+# consumer is ever idle): the second, idle copy of the tile loop costs the working one more than the idle consumers'
+# matmuls did. It costs d128's 192-wide build 48 bytes of spills (nvcc 13.0).
 SKIP_IDLE = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
@@ -106,6 +109,7 @@ TABLE = {
         PERSISTENT=True,  # avo: tune False True bucket=d64
         O_TMA=False,  # avo: tune False True bucket=d64
         Q_BUFFERS=1,  # avo: tune 1 2 bucket=d64
+        CAUSAL_ALIGN_END=True,  # avo: tune False True bucket=d64
     ),
     # D = 64, S <= SHORT_S, not causal: three consumers (192-row tiles) with O through TMA and two Q tiles, 0.952
     # against 0.914 for two consumers (BENCHMARKS.md). Without O_TMA and the second Q tile three consumers reached
