@@ -80,9 +80,9 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
           f"\n  eager: {_line(eager)}\n  compiled: {_line(compiled)}"
           f"\n  attention {calls['attention']}\n  gemm {calls['gemm']}")
     assert error <= tolerance and compiled_error <= tolerance
-    # The attention run's best won only at S = 16384 (1.126x); at 1024 and 4096 cuDNN measured faster.
+    # The attention run's best won at S = 4096 (1.022x) and 16384 (1.138x); at 1024 cuDNN measured faster (0.980x).
     att_calls, att_fallbacks = calls['attention']
-    if seq == 16384:
+    if seq > 1024:
         assert att_calls.get("kernel") == 1 and not att_fallbacks
     else:
         assert att_calls.get("library") == 1 and all(r.startswith("measured slower") for r in att_fallbacks)
