@@ -180,9 +180,9 @@ def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch
     monkeypatch.setattr(build.modules["bf16"], "launch", lambda name, grid, threads, args, shared_mem: launched.append(
         (grid, args[-3:])))
     monkeypatch.setitem(module, "_counter", lambda device: "counter")
-    q = torch.zeros(8, 8, 512, 64, dtype=torch.bfloat16)
+    q = torch.zeros(32, 8, 512, 64, dtype=torch.bfloat16)
     o = torch.empty_like(q)
-    tiles = 8 * 8 * 512 // 128  # 256 tiles of 128 rows: more than the SMs
+    tiles = 32 * 8 * 512 // 128  # 1024 tiles of 128 rows: more than the SMs, and a run of 7 holds a head's 4
     for persistent, causal_persistent, dynamic, causal, expected in [
             (True, True, False, True, (132, (1, 1, o))), (True, False, False, True, (tiles, (1, 0, o))),
             (True, False, False, False, (132, (0, 0, o))), (False, True, False, False, (tiles, (0, 0, o))),
@@ -190,6 +190,23 @@ def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch
         launched.clear()
         module["launch"](module["Plan"](build, persistent, causal_persistent, dynamic), q, q, q, o, causal, 0.125)
         assert launched == [expected], (persistent, causal_persistent, dynamic, causal)
+    # Runs of fewer tiles than a head has (Llama-3.2-1B's prefill: B 1, 32 heads, S 1024: 256 tiles of 8 per head,
+    # two per block) cannot even out the tiles' lengths: such a grid draws from the counter instead.
+    q1 = torch.zeros(1, 32, 1024, 64, dtype=torch.bfloat16)
+    o1 = torch.empty_like(q1)
+    runs = module["Plan"](build, True, True, False)
+    for whole_heads, expected in ((True, (132, (1, 2, "counter"))), (False, (132, (1, 1, o1)))):
+        launched.clear()
+        monkeypatch.setitem(module, "RUNS_NEED_WHOLE_HEADS", whole_heads)
+        module["launch"](runs, q1, q1, q1, o1, True, 0.125)
+        assert launched == [expected], whole_heads
+    launched.clear()
+    monkeypatch.setitem(module, "RUNS_NEED_WHOLE_HEADS", True)
+    q_small = torch.zeros(8, 8, 512, 64, dtype=torch.bfloat16)  # 256 tiles of 4 per head: two per block, fewer
+    module["launch"](runs, q_small, q_small, q_small, torch.empty_like(q_small), True, 0.125)
+    q_wide = torch.zeros(32, 16, 1024, 64, dtype=torch.bfloat16)  # the wide suite's: 4096 tiles, 31 per block
+    module["launch"](runs, q_wide, q_wide, q_wide, torch.empty_like(q_wide), True, 0.125)
+    assert [call[1][1] for call in launched] == [2, 1]
 
 
 def test_the_plan_sweep_reads_each_configuration_flag():

@@ -16,7 +16,7 @@ from avo.agent.heuristic.knobs import Point
 from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile, width_stages
 
 
-_FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.02), ("skip_idle", 0.92),
+_FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.02), ("skip_idle", 0.92), ("whole_heads", 1.02),
                 ("overlap", 1.08), ("pingpong", 1.03), ("causal_dynamic", 1.03), ("o_tma", 1.03), ("stream_k", 1.02),
                 ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc", 1.08),
                 ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03), ("causal_split", 1.03),
@@ -27,6 +27,8 @@ _FLAG_WHY = {  # first matching substring wins, so the longer names come first
                 "and every tile's K and V serve all its rows (non-causal)",
     "align_end": "causal tiles cut from each head's end: the partial tile is the lightest, not the heaviest",
     "skip_idle": "consumers holding only padding rows issue no matmuls, leaving the tensor cores to the others",
+    "whole_heads": "a causal grid of runs too short to even out its tiles' unequal lengths (fewer tiles per block "
+                   "than a head has) draws them from a counter instead",
     "causal_dynamic": "causal tiles drawn from a counter, heaviest first, as blocks free up: no block start per "
                       "tile, and the next tile's loads run under this one's end",
     "o_tma": "O leaves through shared memory in whole 128-byte rows by a TMA store, and the warps go on to the next "

@@ -70,6 +70,13 @@ CAUSAL_PERSISTENT = False  # causal grids: one block per tile (the hardware bala
 # 1.025, S 2048-4096 0.981 -> 1.044, S >= 8192 1.064 -> 1.080; D 64 (three consumers) S 2048-4096 0.936 -> 0.988,
 # S >= 8192 1.090 -> 1.109; D 64 S <= 1024 on two consumers 0.907 -> 0.903, so d64_short keeps its runs.
 CAUSAL_DYNAMIC = True  # avo: tune False True
+# A causal grid of runs (an entry's CAUSAL_PERSISTENT without CAUSAL_DYNAMIC) draws its tiles from the counter instead
+# where a block's run would hold fewer tiles than a head has: a head's tiles are 1 to num_m blocks long, and runs even
+# that out only when each spans a head's worth of them. D 64 short causal at batch 1 (Llama-3.2-1B's prefill, 32
+# heads, S = 1024: 256 tiles, two per block) on the H200, in avo's evaluator: runs 0.913 -> counter 0.980 (and 0.944
+# -> 0.987 in an earlier run); the wide suite's short causal cases (4096 tiles, 31 per block) keep their runs, which
+# won there (0.910 against 0.903).
+RUNS_NEED_WHOLE_HEADS = True  # avo: tune False True
 
 # The other buckets' entries, each tuned from its own cases of the wide suite (bucket() below says which those are)
 # with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
@@ -268,8 +275,10 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     # as they free up, which balances them better than a strided split; equal non-causal tiles gain from a
     # persistent grid, and causal ones may from a persistent grid of contiguous runs (SPAN) or of tiles drawn from a
     # counter as blocks free up (DYNAMIC).
-    tiles = -(-rows // build.block_m) * B * heads
-    dynamic = bool(causal) and planned.causal_dynamic
+    num_m = -(-rows // build.block_m)
+    tiles = num_m * B * heads
+    dynamic = bool(causal) and (planned.causal_dynamic or (planned.causal_persistent and RUNS_NEED_WHOLE_HEADS
+                                                          and tiles < num_m * _sm_count(q.device)))
     persistent = dynamic or (planned.causal_persistent if causal else planned.persistent)
     grid = min(tiles, _sm_count(q.device)) if persistent else tiles
     walk = DYNAMIC if dynamic else SPAN if causal and persistent else STRIDED
