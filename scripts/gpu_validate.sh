@@ -2,7 +2,7 @@
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 #                                             kernelbench kernelbench_evolve evalwall model_evolve
-#                                             gemm_sweep fa3_sweep package library
+#                                             gemm_sweep fa3_sweep package library host_time
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -236,6 +236,15 @@ step_fa3_sweep() {
 step_package() {
   timeout "${TESTS_TIMEOUT:-400}" python3 -m pytest -m gpu -s -q -p no:cacheprovider tests/package/test_gpu_model.py \
     tests/package/test_gpu.py 2>&1 | tee "$OUT/package.txt" | grep -E "block|eager|compiled|passed|failed"
+}
+
+# Host time per call, piece by piece: the GEMM wrapper's (scripts/gemm_host_time.py --pieces) and an attention
+# call's, cuDNN's, the cuda_fa3 wrapper's and the 1B package's routed one, with the tensor maps encoded anew per
+# forward of Llama-3.2-1B's block (scripts/attention_host_time.py --profile), kept in $OUT/host_time.txt.
+step_host_time() {
+  { timeout 120 python3 scripts/gemm_host_time.py --pieces
+    timeout 200 python3 scripts/attention_host_time.py --profile; } 2>&1 | tee "$OUT/host_time.txt" \
+    | grep -vE "^ +[0-9]+ +[0-9.]+ "
 }
 
 for step in "$@"; do
