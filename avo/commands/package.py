@@ -23,6 +23,9 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
             keep_slower: bool = typer.Option(False, "--keep-slower", help="Send to the kernel the timed shapes at "
                                              "which the library measured faster, too (by default they stay the "
                                              "library's)."),
+            ignore_host_time: bool = typer.Option(False, "--ignore-host-time", help="Judge the timed shapes by GPU "
+                                                  "time alone: by default a shape at which the kernel saved less GPU "
+                                                  "time per call than it added host time stays the library's."),
             runs_dir: Path = RUNS_DIR) -> None:
     """Write a candidate (best by default) as a package: a torch custom op with a fake implementation, a guard that
     sends every input the run did not check to the library, patch() to route library calls, and MANIFEST.json."""
@@ -32,7 +35,8 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
 
     opened = Run.open(run, runs_dir)
     try:
-        built = build(opened, cid, out, name=name, allow_unmeasured=allow_unmeasured, keep_slower=keep_slower)
+        built = build(opened, cid, out, name=name, allow_unmeasured=allow_unmeasured, keep_slower=keep_slower,
+                      weigh_host=not ignore_host_time)
     finally:
         opened.close()
     manifest = built.manifest
@@ -47,10 +51,14 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     faster = manifest["guard"]["library_faster"]
     if faster["timed"]:
         kept = "kept on the kernel (--keep-slower)" if keep_slower else "left to the library"
+        reasons = faster.get("reasons", ["gpu"] * len(faster["shapes"]))
+        hosts = faster.get("host_us", [None] * len(faster["shapes"]))
         slower = [" ".join(f"{dim}={value}" for dim, value in zip(faster["dims"], shape)) + f" {speedup:.3f}x"
-                  for shape, speedup in zip(faster["shapes"], faster["speedups"])]
-        print(f"timed shapes where the library was faster, {kept}: {len(slower)} of {faster['timed']}"
-              + (f": {'; '.join(slower)}" if slower else ""))
+                  + (f" (saves {host[0]:.0f} µs of GPU time, adds {host[1]:.0f} µs of host time)"
+                     if reason == "host" else "")
+                  for shape, speedup, reason, host in zip(faster["shapes"], faster["speedups"], reasons, hosts)]
+        print(f"timed shapes where the library was faster, or the kernel's GPU saving under its added host time, "
+              f"{kept}: {len(slower)} of {faster['timed']}" + (f": {'; '.join(slower)}" if slower else ""))
     hosted = host_times(manifest)
     if hosted:
         print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "

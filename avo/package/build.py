@@ -64,9 +64,10 @@ def package_name(given: str | None, task: str, run_id: str) -> str:
 
 
 def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmeasured: bool = False,
-          keep_slower: bool = False) -> Built:
+          keep_slower: bool = False, weigh_host: bool = True) -> Built:
     """Write candidate `rev` of `run` as a package in `out` (which must not exist, or be empty). The timed shapes
-    at which the library was faster stay the library's, unless `keep_slower`."""
+    at which the library was faster stay the library's, unless `keep_slower`; so do, with `weigh_host`, those at
+    which the kernel saved less GPU time than it added host time."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--out {out} exists and is not empty: name a new folder")
@@ -76,7 +77,8 @@ def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmea
     shapes, unread = case_shapes(task, chosen.result)
     measured_on = chosen.result.versions.get("gpu_device", "") if chosen.result.timing_source == "gpu" else ""
     guard = covered(chosen.task, shapes, measured_on)
-    guard["library_faster"] = {**library_faster(task, chosen.result), "enforced": not keep_slower}
+    guard["library_faster"] = {**library_faster(task, chosen.result, weigh_host=weigh_host),
+                               "enforced": not keep_slower}
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:

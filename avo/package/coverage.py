@@ -68,15 +68,39 @@ def covered(task: str, shapes: list[dict], gpu_device: str) -> dict:
     }
 
 
-def library_faster(task, result) -> dict:
-    """The guard's "library_faster" section: each timed shape at which the library was faster than the kernel (the
-    geomean of its timings below 1), which the guard sends to the library. Exact shapes only: a shape between two
-    timed ones is the kernel's, as its range says."""
+def library_faster(task, result, *, weigh_host: bool = True) -> dict:
+    """The guard's "library_faster" section: each timed shape the guard sends to the library, the geomean of its
+    GPU speedups beside it, and why: "gpu", the library was faster on the GPU (the geomean below 1); or, with
+    `weigh_host`, "host", the GPU time the kernel saves per call is less than the host time it adds (the run's
+    median host µs per call of each, from the evaluator's warm-up calls), so a call whose GPU waits on the host
+    loses more than it gains ("host_us": [saved, added] for those). Exact shapes only: a shape between two timed ones
+    is the kernel's, as its range says."""
     dims = SHAPE[task.name]
-    timed: dict[tuple, list[float]] = {}
+    timed: dict[tuple, list] = {}
     for case, params in _case_params(task, result):
         if case.speedup is not None and case.speedup > 0 and params is not None:
-            timed.setdefault((*(params[d] for d in dims), case.dtype), []).append(case.speedup)
-    slower = {key: speedup for key, speedup in ((key, geomean(s)) for key, s in timed.items()) if speedup < 1.0}
-    return {"dims": [*dims, "dtype"], "shapes": [list(key) for key in slower],
-            "speedups": [round(speedup, 4) for speedup in slower.values()], "timed": len(timed)}
+            timed.setdefault((*(params[d] for d in dims), case.dtype), []).append(case)
+    left = {}
+    for key, cases in timed.items():
+        speedup = geomean([c.speedup for c in cases])
+        if speedup < 1.0:
+            left[key] = (speedup, "gpu", None)
+        elif weigh_host and (costs := _host_costs(cases)) is not None and costs[0] < costs[1]:
+            left[key] = (speedup, "host", [round(costs[0], 1), round(costs[1], 1)])
+    return {"dims": [*dims, "dtype"], "shapes": [list(key) for key in left],
+            "speedups": [round(speedup, 4) for speedup, _, _ in left.values()],
+            "reasons": [reason for _, reason, _ in left.values()],
+            "host_us": [costs for _, _, costs in left.values()], "timed": len(timed)}
+
+
+def _host_costs(cases) -> tuple[float, float] | None:
+    """(GPU µs the kernel saves per call, host µs it adds per call) over one shape's cases, medians; None where a
+    case lacks a figure."""
+    import statistics
+
+    fields = ("ms", "library_ms", "host_us", "library_host_us")
+    if any(getattr(c, f, None) is None for c in cases for f in fields):
+        return None
+    saved = statistics.median(c.library_ms - c.ms for c in cases) * 1000
+    added = statistics.median(c.host_us for c in cases) - statistics.median(c.library_host_us for c in cases)
+    return saved, added

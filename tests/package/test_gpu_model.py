@@ -80,12 +80,14 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
           f"\n  eager: {_line(eager)}\n  compiled: {_line(compiled)}"
           f"\n  attention {calls['attention']}\n  gemm {calls['gemm']}")
     assert error <= tolerance and compiled_error <= tolerance
-    # The attention run's best won at S = 4096 (1.022x) and 16384 (1.138x); at 1024 cuDNN measured faster (0.980x).
+    # The attention call goes where the package's manifest says: the library at the timed shapes it lists (S 1024,
+    # 0.980x on the GPU; S 4096, 1.022x but 4 µs of GPU time saved for 14 µs of host time added), else the kernel.
     att_calls, att_fallbacks = calls['attention']
-    if seq > 1024:
-        assert att_calls.get("kernel") == 1 and not att_fallbacks
+    if [1, 32, 8, seq, 64, True, "bfloat16"] in attention.MANIFEST["guard"]["library_faster"]["shapes"]:
+        assert att_calls.get("library") == 1 and att_fallbacks, calls['attention']
+        assert all(r.startswith(("measured slower", "saves less GPU time")) for r in att_fallbacks), att_fallbacks
     else:
-        assert att_calls.get("library") == 1 and all(r.startswith("measured slower") for r in att_fallbacks)
+        assert att_calls.get("kernel") == 1 and not att_fallbacks, calls['attention']
     # The GEMM run's best won only gate+up (N = 16384); qkv, o and down stay cuBLAS's at these token counts.
     gemm_calls, gemm_fallbacks = calls['gemm']
     assert gemm_calls.get("kernel") == 1 and gemm_calls.get("library") == 3, calls['gemm']

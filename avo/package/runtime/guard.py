@@ -3,8 +3,9 @@
 MANIFEST.json's "guard" section says what the run's check and bench cases covered: the device (and which GPU), the
 dtypes, the layout, and per shape dimension a range or a set of values. `refusal` names the first thing an input
 falls outside of, or returns None when every part of it was covered. Its "library_faster" section lists the timed
-shapes at which the library measured faster than the kernel: those go to the library too, unless it was packaged
-with --keep-slower ("enforced" false).
+shapes at which the library measured faster than the kernel on the GPU, or at which the kernel saved less GPU time
+per call than it added host time: those go to the library too, unless it was packaged with --keep-slower
+("enforced" false).
 """
 
 from __future__ import annotations
@@ -22,8 +23,21 @@ _RANGES = tuple((dim, low, high) for dim, (low, high) in COVERED["ranges"].items
 _VALUES = tuple((dim, frozenset(values), values) for dim, values in COVERED["values"].items())
 _FASTER = COVERED.get("library_faster") or {"dims": [], "shapes": [], "speedups": [], "enforced": False}
 _SLOWER_DIMS = tuple(_FASTER["dims"][:-1])  # the shape's dims; the dtype is the key's last part
-_SLOWER = {(*shape[:-1], getattr(torch, shape[-1], None)): speedup
-           for shape, speedup in zip(_FASTER["shapes"], _FASTER["speedups"]) if _FASTER["enforced"]}
+
+
+def _why(speedup: float, reason: str, host: list | None) -> str:
+    if reason == "host":
+        return (f"saves less GPU time than it adds host time at this shape ({host[0]:.0f} µs against {host[1]:.0f};"
+                f" {speedup:.3f}x on the GPU)")
+    return f"measured slower than the library at this shape ({speedup:.3f}x)"
+
+
+_COUNT = len(_FASTER["shapes"])  # a manifest from before host time was weighed: every shape slower on the GPU
+_SLOWER = {(*shape[:-1], getattr(torch, shape[-1], None)): _why(speedup, reason, host)
+           for shape, speedup, reason, host in zip(_FASTER["shapes"], _FASTER["speedups"],
+                                                   _FASTER.get("reasons", ["gpu"] * _COUNT),
+                                                   _FASTER.get("host_us", [None] * _COUNT))
+           if _FASTER["enforced"]}
 _DEVICE, _CONTIGUOUS = COVERED["device"], COVERED["contiguous"]
 
 
@@ -77,7 +91,5 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
         if dims[dim] not in allowed:
             return f"{dim}={dims[dim]} not among {values}"
     if _SLOWER:
-        speedup = _SLOWER.get((*[dims[dim] for dim in _SLOWER_DIMS], dtype))
-        if speedup is not None:
-            return f"measured slower than the library at this shape ({speedup:.3f}x)"
+        return _SLOWER.get((*[dims[dim] for dim in _SLOWER_DIMS], dtype))
     return None
