@@ -166,6 +166,28 @@ def test_aligned_tiles_and_idle_consumers_skipped_compile_for_hopper_without_spi
         assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
 
 
+@needs.nvrtc
+def test_aligned_tiles_store_the_consumers_before_row_0_from_registers_not_by_tma(tmp_path):
+    """With ALIGN_END a head's first causal tile starts before row 0, and a TMA store whose box starts there stopped
+    the kernel on the H200 (an illegal instruction). With O through TMA the aligned build keeps the TMA store for the
+    other consumers and stores those from the registers (store_o: D / 8 stores per row pair of a thread); the same
+    build unaligned has only the counter's reset among its global stores."""
+    import re
+
+    from avo.profile.sass import sass_text, split_sass_functions
+
+    module = seed_module()
+    counts = {}
+    for aligned in (False, True):
+        build = module["_Build"](64, 128, 3, True, 2, True, aligned, False)
+        cubin = tmp_path / f"aligned{int(aligned)}.cubin"
+        cubin.write_bytes(build.modules["bf16"].compile("sm_90a"))
+        code = split_sass_functions(sass_text(cubin))["attention_bf16_d64"]
+        counts[aligned] = (len(re.findall(r"\bSTG\.", code)), len(re.findall(r"\bUTMASTG\.", code)))
+    assert counts[False][1] >= 1 and counts[True][1] >= 1, counts  # O through TMA wherever a box starts at row >= 0
+    assert counts[True][0] - counts[False][0] >= 2 * 64 // 8, counts
+
+
 def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch):
     """The wrapper's side of the persistent grids, on CPU tensors with the launch recorded: a persistent causal plan
     gets one block per SM and walks runs (SPAN, 1); a dynamic one one block per SM drawing tiles (DYNAMIC, 2) from the
