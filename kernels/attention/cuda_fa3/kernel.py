@@ -55,8 +55,8 @@ CAUSAL_ALIGN_END = False  # avo: tune False True
 # matmuls (attention.cu's SKIP_IDLE): at S = 1024 on 192-row tiles two of the last tile's three consumers hold only
 # padding, and the third then has the tensor cores to itself. It loses, so off: on the H200 (BENCHMARKS.md) D = 64's
 # entry with it ran 0.928 against 0.985 (causal S 2048-4096) and 1.021 against 1.134 (non-causal S >= 8192, where no
-# consumer is ever idle): the second, idle copy of the tile loop costs the working one more than the idle consumers'
-# matmuls did. It costs d128's 192-wide build 48 bytes of spills (nvcc 13.0).
+# consumer is ever idle). The likely cause, not verified: the second, idle copy of the tile loop (a larger hot
+# instruction footprint). It costs d128's 192-wide build 48 bytes of spills (nvcc 13.0).
 SKIP_IDLE = False  # avo: tune False True
 
 BLOCK_M = 128  # query rows per block of the shared configuration: 64 per consumer (attention.cu: 64 * CONSUMERS)
