@@ -21,7 +21,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests" / "package"), str(ROOT / "tests")]
 
-from gemm_host_time import load, per_call_us  # noqa: E402  (the same clock as the GEMM wrapper's figures)
+from gemm_host_time import load, per_call_us, profiled  # noqa: E402  (the same clock as the GEMM wrapper's figures)
 
 
 def counting_encodes(*module_names: str) -> list[int]:
@@ -79,7 +79,7 @@ def main() -> None:
             for label, step in steps.items():
                 print(f"{label:32s} {per_call_us(step):8.1f}")
             if args.profile:
-                _profile(steps["SDPA routed by patch()"])
+                profiled(steps["SDPA routed by patch()"])
         model = block(LLAMA_1B, 1, args.seq, fused=True)
         x = torch.randn(1, args.seq, LLAMA_1B.hidden, device="cuda", dtype=torch.bfloat16)
         with package.patch():
@@ -92,20 +92,6 @@ def main() -> None:
             torch.cuda.synchronize()
         print(f"tensor maps encoded per patched forward of the block (a miss each): "
               f"{(encodes[0] - before) / forwards:.2f}; kernel calls {dict(package.calls)}")
-
-
-def _profile(fn, calls: int = 300) -> None:
-    import cProfile
-    import pstats
-
-    profiler = cProfile.Profile()
-    torch.cuda._sleep(200_000_000)
-    profiler.enable()
-    for _ in range(calls):
-        fn()
-    profiler.disable()
-    torch.cuda.synchronize()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

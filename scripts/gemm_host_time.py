@@ -76,22 +76,28 @@ def measure(fn, a, b) -> tuple[float, float]:
 def profile(fn, calls: int = 300) -> None:
     """cProfile of `calls` calls of one shape (4096x1024x4096, b as nn.Linear passes it), behind a GPU spin: the
     functions the wrapper's host time goes to, by their own time."""
-    import cProfile
-    import pstats
-
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16).t()
     for _ in range(3):
         fn(a, b)
     torch.cuda.synchronize()
+    profiled(lambda: fn(a, b), calls, rows=30)
+
+
+def profiled(call, calls: int = 300, rows: int = 25) -> None:
+    """cProfile of `calls` calls of call(), behind a GPU spin (only the host is clocked), the top `rows` functions by
+    their own time."""
+    import cProfile
+    import pstats
+
     profiler = cProfile.Profile()
     torch.cuda._sleep(200_000_000)
     profiler.enable()
     for _ in range(calls):
-        fn(a, b)
+        call()
     profiler.disable()
     torch.cuda.synchronize()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(rows)
 
 
 def pieces(fn) -> None:

@@ -51,12 +51,11 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     faster = manifest["guard"]["library_faster"]
     if faster["timed"]:
         kept = "kept on the kernel (--keep-slower)" if keep_slower else "left to the library"
-        reasons = faster.get("reasons", ["gpu"] * len(faster["shapes"]))
-        hosts = faster.get("host_us", [None] * len(faster["shapes"]))
         slower = [" ".join(f"{dim}={value}" for dim, value in zip(faster["dims"], shape)) + f" {speedup:.3f}x"
                   + (f" (saves {host[0]:.0f} µs of GPU time, adds {host[1]:.0f} µs of host time)"
                      if reason == "host" else "")
-                  for shape, speedup, reason, host in zip(faster["shapes"], faster["speedups"], reasons, hosts)]
+                  for shape, speedup, reason, host in zip(faster["shapes"], faster["speedups"], faster["reasons"],
+                                                          faster["host_us"])]
         print(f"timed shapes where the library was faster, or the kernel's GPU saving under its added host time, "
               f"{kept}: {len(slower)} of {faster['timed']}" + (f": {'; '.join(slower)}" if slower else ""))
     hosted = host_times(manifest)

@@ -89,7 +89,7 @@ def test_traced_routes_put_the_library_call_itself_in_the_graph_where_the_guard_
     """Under torch.compile the route's decision is traced: a shape the guard refuses becomes the library's own node
     (what the unpatched graph holds), a shape it lets through the op."""
     slower = {"dims": ["B", "Hq", "Hkv", "S", "D", "causal", "dtype"], "shapes": [[1, 4, 2, 16, 64, True, "bfloat16"]],
-              "speedups": [0.9], "timed": 2, "enforced": True}
+              "speedups": [0.9], "reasons": ["gpu"], "host_us": [None], "timed": 2, "enforced": True}
     pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_traced", ATTENTION_STAND_IN, device="cpu",
                               device_names=[], library_faster=slower)
     sdpa = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # noqa: E731
@@ -101,7 +101,7 @@ def test_traced_routes_put_the_library_call_itself_in_the_graph_where_the_guard_
     assert any("sdpa_traced.attention" in t for t in taken), taken
 
     gemm_slower = {"dims": ["M", "N", "K", "dtype"], "shapes": [[8, 24, 40, "bfloat16"]], "speedups": [0.9],
-                   "timed": 2, "enforced": True}
+                   "reasons": ["gpu"], "host_us": [None], "timed": 2, "enforced": True}
     gemm_pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "linear_traced", GEMM_STAND_IN, device="cpu",
                                    device_names=[], library_faster=gemm_slower)
     linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)

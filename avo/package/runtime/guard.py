@@ -21,7 +21,8 @@ COVERED = MANIFEST["guard"]
 _DTYPES = {getattr(torch, name, None) for name in COVERED["dtypes"]} - {None}
 _RANGES = tuple((dim, low, high) for dim, (low, high) in COVERED["ranges"].items())
 _VALUES = tuple((dim, frozenset(values), values) for dim, values in COVERED["values"].items())
-_FASTER = COVERED.get("library_faster") or {"dims": [], "shapes": [], "speedups": [], "enforced": False}
+_FASTER = COVERED.get("library_faster") or {"dims": [], "shapes": [], "speedups": [], "reasons": [], "host_us": [],
+                                            "enforced": False}
 _SLOWER_DIMS = tuple(_FASTER["dims"][:-1])  # the shape's dims; the dtype is the key's last part
 
 
@@ -32,11 +33,9 @@ def _why(speedup: float, reason: str, host: list | None) -> str:
     return f"measured slower than the library at this shape ({speedup:.3f}x)"
 
 
-_COUNT = len(_FASTER["shapes"])  # a manifest from before host time was weighed: every shape slower on the GPU
 _SLOWER = {(*shape[:-1], getattr(torch, shape[-1], None)): _why(speedup, reason, host)
-           for shape, speedup, reason, host in zip(_FASTER["shapes"], _FASTER["speedups"],
-                                                   _FASTER.get("reasons", ["gpu"] * _COUNT),
-                                                   _FASTER.get("host_us", [None] * _COUNT))
+           for shape, speedup, reason, host in zip(_FASTER["shapes"], _FASTER["speedups"], _FASTER["reasons"],
+                                                   _FASTER["host_us"])
            if _FASTER["enforced"]}
 _DEVICE, _CONTIGUOUS = COVERED["device"], COVERED["contiguous"]
 

@@ -275,12 +275,12 @@ def launch(planned: Plan, q, k, v, o, causal, sm_scale):
     # as they free up, which balances them better than a strided split; equal non-causal tiles gain from a
     # persistent grid, and causal ones may from a persistent grid of contiguous runs (SPAN) or of tiles drawn from a
     # counter as blocks free up (DYNAMIC).
-    num_m = -(-rows // build.block_m)
+    num_m, sms = -(-rows // build.block_m), _sm_count(q.device)
     tiles = num_m * B * heads
     dynamic = bool(causal) and (planned.causal_dynamic or (planned.causal_persistent and RUNS_NEED_WHOLE_HEADS
-                                                          and tiles < num_m * _sm_count(q.device)))
+                                                          and tiles < num_m * sms))
     persistent = dynamic or (planned.causal_persistent if causal else planned.persistent)
-    grid = min(tiles, _sm_count(q.device)) if persistent else tiles
+    grid = min(tiles, sms) if persistent else tiles
     walk = DYNAMIC if dynamic else SPAN if causal and persistent else STRIDED
     counter = _counter(q.device) if dynamic else o  # unread unless DYNAMIC
     dtype = _DTYPES[q.dtype]
