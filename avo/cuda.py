@@ -12,11 +12,12 @@
 
 Nothing is compiled at import, so kernel.py imports without a GPU; the first launch compiles for the GPU the tensors
 live on, with its architecture-specific features (sm_90a on Hopper, sm_100a on Blackwell), and the cubin is cached
-in the process by source, headers, options and target. Kernels run on torch's current stream. Arguments: a CUDA
-tensor passes its data pointer, a Python int an `int` (32-bit), a float a `float`, a bool a `bool`; a numpy scalar
-passes as it is (numpy.int64 for a `long long`); a `tensor_map(...)` passes a TMA tensor map by value (declare it
-`const __grid_constant__` in the kernel; see cuda_tensor_map.py). Compile errors raise CudaCompileError with
-NVRTC's log.
+in the process by source, headers, options and target. Kernels run on torch's current stream; `module.launcher(...)`
+does a launch's work up to the driver call once, for a wrapper to keep by its arguments' layout (cuda_launch.py).
+Arguments: a CUDA tensor passes its data pointer, a Python int an `int` (32-bit), a float a `float`, a bool a
+`bool`; a numpy scalar passes as it is (numpy.int64 for a `long long`); a `tensor_map(...)` passes a TMA tensor
+map by value (declare it `const __grid_constant__` in the kernel; see cuda_tensor_map.py). Compile errors raise
+CudaCompileError with NVRTC's log.
 
 This module is the one part of avo a candidate may import: the compile path and the stream stay the evaluator's.
 Includes must stay inside the candidate's folder (or be plain system headers), so a compile log cannot show files
@@ -36,13 +37,17 @@ from typing import Any
 
 from avo.cuda_source import (HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers,
                              performance_notices, trim_log, whole_elf)
+from avo.cuda_launch import Launch, _arg_bytes, _arg_key, _device_of, _dims, current_stream
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
-__all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "TensorMap", "check_includes",
-           "declared_builds", "load_module", "prepare", "target_arch", "tensor_map", "trim_log"]
+__all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "Launch", "TensorMap",
+           "check_includes", "current_stream", "declared_builds", "load_module", "prepare", "target_arch", "tensor_map",
+           "trim_log"]
 
 BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
 _DEFAULT_SMEM_LIMIT = 48 * 1024
+_KEPT_LAUNCHES = 256
+"""Prepared launches a module keeps (launch's cache): enough for the buffers an evaluation rotates through."""
 _NAME = re.compile(r"[A-Za-z_]\w*$")
 _FILE_OPTIONS = ("-I", "--include-path", "-include", "--pre-include", "-isystem", "--dependency", "-M")
 
@@ -163,7 +168,7 @@ class CudaModule:
         self._mapping: dict[str, str] = {}
         self._functions: dict[tuple[int, str], Any] = {}
         self._smem_limits: dict[tuple[int, str], int] = {}
-        self._streams: dict[tuple[int, int], Any] = {}
+        self._launches: dict[tuple, Launch] = {}
 
     def options(self, arch: str) -> tuple[str, ...]:
         system = cuda_include_dir()
@@ -197,24 +202,40 @@ class CudaModule:
 
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
                *, shared_mem: int = 0) -> None:
-        """Launch kernel `name` on torch's current stream of the tensors' device."""
-        import torch
+        """Launch kernel `name` on torch's current stream of the tensors' device. The launch is prepared once per
+        kernel, grid, block, shared memory and arguments (tensors by address, tensor maps by identity, numbers by
+        type and value) and kept, since a wrapper's calls repeat them."""
+        try:
+            key = (name, grid, block, shared_mem, *map(_arg_key, args))
+            ready = self._launches.get(key)
+        except TypeError:  # an unhashable grid or argument: launched unkept (launcher says what is wrong)
+            key, ready = None, None
+        if ready is None:
+            ready = self.launcher(name, grid, block, args, shared_mem=shared_mem)
+            if key is not None:
+                self._launches[key] = ready
+                while len(self._launches) > _KEPT_LAUNCHES:
+                    del self._launches[next(iter(self._launches))]  # the oldest
+        ready()
 
+    def launcher(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
+                 *, shared_mem: int = 0) -> Launch:
+        """`launch`'s work up to the driver call, done once: a Launch that queues the kernel with these arguments
+        each time it is called (on torch's current stream then). Keep one per argument layout (tensor addresses and
+        shapes) to take the argument conversion off a wrapper's hot path."""
         device = _device_of(args)
         function = self._function(name, device)  # a missing CuPy is reported here, on the first launch
-        stream = self._stream(device, _current_stream(torch, device))
-        import cupy
+        pieces = [_arg_bytes(a) for a in args]
+        if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
+            cupy = _from_cupy("cupy")
+            from cupy_backends.cuda.api import driver
 
-        with cupy.cuda.Device(device):
-            if shared_mem > self._smem_limits.get((device, name), _DEFAULT_SMEM_LIMIT):
-                from cupy_backends.cuda.api import driver
-
+            with cupy.cuda.Device(device):
                 # Above 48 KiB a kernel must opt in to dynamic shared memory, once per function and size.
                 driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         shared_mem)
-                self._smem_limits[(device, name)] = shared_mem
-            function(_dims(grid), _dims(block), tuple(_kernel_arg(a) for a in args), shared_mem=shared_mem,
-                     stream=stream)
+            self._smem_limits[(device, name)] = shared_mem
+        return Launch(function.ptr, device, _dims(grid), _dims(block), shared_mem, pieces, name)
 
     def _function(self, name: str, device: int) -> Any:
         function = self._functions.get((device, name))
@@ -238,32 +259,6 @@ class CudaModule:
                                      "__global__ function, or a name expression given to load_module)") from None
             self._functions[(device, name)] = function
         return function
-
-    def _stream(self, device: int, pointer: int) -> Any:
-        stream = self._streams.get((device, pointer))
-        if stream is None:
-            stream = self._streams[(device, pointer)] = _external_stream(_from_cupy("cupy"), pointer, device)
-        return stream
-
-
-class _StreamHandle:
-    """A raw `cudaStream_t` offered through the CUDA stream protocol, whichever torch release made it."""
-
-    def __init__(self, pointer: int):
-        self.pointer = pointer
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.pointer)
-
-
-def _external_stream(cupy: Any, pointer: int, device: int) -> Any:
-    """CuPy's view of a stream it did not create. CuPy 14 deprecates `ExternalStream` for `Stream.from_external`;
-    the extras allow CuPy 13, so a CuPy without the latter keeps the former. A stream from `from_external` belongs
-    to whichever device is current when it is used, and `launch` makes `device` current."""
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is None:
-        return cupy.cuda.ExternalStream(pointer, device)
-    return from_external(_StreamHandle(pointer))
 
 
 def _nvrtc_compile(nvrtc: Any, text: str, build: Build, options: tuple[str, ...],
@@ -319,80 +314,3 @@ def cuda_include_dir() -> str | None:
         return find_nvidia_header_directory("cudart")
     except Exception:
         return None
-
-
-def _current_stream(torch: Any, device: int) -> int:
-    """The raw handle of torch's current stream on `device`. torch's own C accessor (inductor's launchers use it) skips
-    building a Stream object on every launch."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
-
-
-def _device_of(args: tuple) -> int:
-    import torch
-
-    index = None
-    for a in args:  # the common case, every tensor on one GPU, without building device objects
-        if isinstance(a, torch.Tensor):
-            if not a.is_cuda or (index is not None and a.get_device() != index):
-                break
-            index = a.get_device()
-    else:
-        if index is not None:
-            return index
-    devices = {a.device for a in args if isinstance(a, torch.Tensor)}
-    if not devices:
-        raise ValueError("launch needs at least one CUDA tensor among the arguments (it picks the device)")
-    if any(d.type != "cuda" for d in devices):
-        raise ValueError(f"CUDA kernels need CUDA tensors; got tensors on {', '.join(sorted(map(str, devices)))}")
-    if len(devices) > 1:
-        raise ValueError(f"the tensors are on several devices: {', '.join(sorted(map(str, devices)))}")
-    return devices.pop().index or 0
-
-
-def _dims(value: int | tuple[int, ...]) -> tuple[int, ...]:
-    if type(value) is int and value >= 1:  # the common case first: launch runs on the caller's critical path
-        return (value,)
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
-        raise ValueError(f"grid and block are 1 to 3 positive ints; got {value!r}")
-    return dims
-
-
-def _int32(value: int) -> Any:
-    if not -2**31 <= value < 2**31:
-        raise ValueError(f"{value} does not fit a 32-bit int parameter: pass numpy.int64(...) for a long long")
-    return _converters()[1](value)
-
-
-@functools.lru_cache(maxsize=1)
-def _converters() -> tuple[dict, Any]:
-    """Conversions by exact type, for the launch's hot path (each argument of each call), and numpy's int32."""
-    import numpy
-    import torch
-
-    return {torch.Tensor: lambda t: numpy.uint64(t.data_ptr()), TensorMap: lambda m: m.arg, int: _int32,
-            bool: numpy.bool_, float: numpy.float32}, numpy.int32
-
-
-def _kernel_arg(value: Any) -> Any:
-    convert = _converters()[0].get(type(value))
-    if convert is not None:
-        return convert(value)
-    import numpy
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return numpy.uint64(value.data_ptr())
-    if isinstance(value, TensorMap):
-        return value.arg
-    if isinstance(value, bool | numpy.bool_):
-        return numpy.bool_(value)
-    if isinstance(value, numpy.generic):
-        return value
-    if isinstance(value, int):
-        return _int32(value)
-    if isinstance(value, float):
-        return numpy.float32(value)
-    raise TypeError(f"cannot pass a {type(value).__name__} to a kernel: use tensors, ints, floats, bools, numpy "
-                    "scalars or tensor maps")

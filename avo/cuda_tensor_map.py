@@ -36,14 +36,16 @@ def _element_types() -> dict:
 
 
 class TensorMap:
-    """An encoded CUtensorMap; `arg` is what the launch passes (a one-element numpy array of 128 bytes, by value)."""
+    """An encoded CUtensorMap; `raw` is what the launch passes by value (`arg`: the same 128 bytes as a one-element
+    numpy array)."""
 
     def __init__(self, raw: bytes, layout: tuple = ()):
         import numpy
 
         if len(raw) != 128:
             raise ValueError(f"a tensor map is 128 bytes; got {len(raw)}")
-        self.arg = numpy.frombuffer(raw, dtype=numpy.dtype((numpy.void, 128))).copy()
+        self.raw = bytes(raw)
+        self.arg = numpy.frombuffer(self.raw, dtype=numpy.dtype((numpy.void, 128))).copy()
         self.layout = layout
         """(dims, dtype, box, swizzle), for reading; formatted only when shown."""
 
@@ -56,9 +58,10 @@ def tensor_map(tensor: Any, box: tuple[int, ...], *, swizzle: int = 128) -> Tens
     elements (outermost first, like tensor.shape), with a 0, 32, 64 or 128-byte swizzle. Boxes reaching past the
     tensor are zero-filled on load."""
     # The lookup comes first and stays cheap (a few torch attribute reads): it runs on every launch, inside the
-    # host time of the call.
+    # host time of the call. A map holds an address and a layout, nothing of the device: addresses are unique
+    # across a process's devices (unified addressing), so the device is not part of the key.
     try:
-        key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tuple(box), swizzle)
+        key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype, tuple(box), swizzle)
     except AttributeError:
         raise ValueError("tensor_map needs a CUDA tensor") from None
     found = _cache.get(key)

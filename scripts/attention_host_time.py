@@ -49,6 +49,7 @@ def main() -> None:
     from test_gpu import block
     from test_gpu_model import LLAMA_1B, build_model_packages
 
+    from avo.cuda import current_stream
     from avo.cuda_tensor_map import _encode, tensor_map
 
     wrapper = load(ROOT / "kernels" / "attention" / "cuda_fa3", "attention")
@@ -65,7 +66,9 @@ def main() -> None:
         steps = {
             "cuDNN SDPA": lambda: sdpa(q, k, v, is_causal=True, enable_gqa=True),
             "cuda_fa3 attention()": lambda: wrapper(q, k, v, True, 0.125),
-            "cuda_fa3 launch() alone": lambda: g["launch"](planned, q, k, v, o, True, 0.125),
+            "cuda_fa3 launch() (unprepared)": lambda: g["launch"](planned, q, k, v, o, True, 0.125),
+            "prepared launch()": g["launcher"](planned, q, k, v, o, True, 0.125),
+            "current_stream": lambda: current_stream(0),
             "torch.empty for o": lambda: torch.empty_like(q),
             "4 tensor_map lookups": lambda: [tensor_map(t.view(-1, args.seq, 64), box=(1, 64, 64))
                                              for t in (q, k, v, o)],

@@ -86,6 +86,7 @@ def forced(gemm, work: str, parts: int):
 
     g["plan"] = fixed
     g["_PLANS"].clear()
+    g["_LAUNCHES"].clear()
     return gemm
 
 
@@ -109,6 +110,7 @@ def forced_stream(gemm, width, waves: int):
 
     g["plan"] = fixed
     g["_PLANS"].clear()
+    g["_LAUNCHES"].clear()
     return gemm
 
 

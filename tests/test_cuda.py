@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import warnings
-from types import SimpleNamespace
 
 import needs
 import numpy
 import pytest
 import torch
 
-from avo import cuda
+from avo import cuda, cuda_launch
 from avo.evaluate.worker.loader import load_entry
 
 KERNEL_PY = """
@@ -101,20 +99,20 @@ def test_includes_of_local_and_system_headers_are_allowed(tmp_path):
 
 
 def test_kernel_arguments_are_converted_to_c_types():
-    assert cuda._kernel_arg(7).dtype == numpy.int32
-    assert cuda._kernel_arg(0.5).dtype == numpy.float32
-    assert cuda._kernel_arg(True).dtype == numpy.bool_
-    assert cuda._kernel_arg(numpy.int64(2**40)) == 2**40
+    assert cuda_launch._kernel_arg(7).dtype == numpy.int32
+    assert cuda_launch._kernel_arg(0.5).dtype == numpy.float32
+    assert cuda_launch._kernel_arg(True).dtype == numpy.bool_
+    assert cuda_launch._kernel_arg(numpy.int64(2**40)) == 2**40
     with pytest.raises(ValueError, match="numpy.int64"):
-        cuda._kernel_arg(2**40)
+        cuda_launch._kernel_arg(2**40)
     with pytest.raises(TypeError, match="cannot pass a str"):
-        cuda._kernel_arg("x")
+        cuda_launch._kernel_arg("x")
     with pytest.raises(ValueError, match="positive ints"):
-        cuda._dims((0, 1))
+        cuda_launch._dims((0, 1))
     for bad in (0, -1):
         with pytest.raises(ValueError, match="positive ints"):
-            cuda._dims(bad)
-    assert cuda._dims(132) == (132,) and cuda._dims((2, 3)) == (2, 3)
+            cuda_launch._dims(bad)
+    assert cuda_launch._dims(132) == (132,) and cuda_launch._dims((2, 3)) == (2, 3)
 
 
 def test_subclasses_convert_as_their_base_types():
@@ -125,10 +123,11 @@ def test_subclasses_convert_as_their_base_types():
         pass
 
     weight = torch.nn.Parameter(torch.zeros(4))
-    assert cuda._kernel_arg(weight) == weight.data_ptr() and cuda._kernel_arg(weight).dtype == numpy.uint64
-    assert cuda._kernel_arg(Count(3)).dtype == numpy.int32 and cuda._kernel_arg(numpy.bool_(True)).dtype == numpy.bool_
+    convert = cuda_launch._kernel_arg
+    assert convert(weight) == weight.data_ptr() and convert(weight).dtype == numpy.uint64
+    assert convert(Count(3)).dtype == numpy.int32 and convert(numpy.bool_(True)).dtype == numpy.bool_
     with pytest.raises(ValueError, match="numpy.int64"):
-        cuda._kernel_arg(Count(2**31))
+        cuda_launch._kernel_arg(Count(2**31))
 
 
 def test_trim_log_drops_the_folder_and_keeps_the_first_lines(tmp_path):
@@ -162,7 +161,7 @@ def test_nvrtc_cubin_is_a_whole_elf_file_the_disassembler_reads(tmp_path):
 
 def test_tensor_maps_pass_by_value_and_refuse_what_tma_cannot_read():
     raw = bytes(range(128))
-    arg = cuda._kernel_arg(cuda.TensorMap(raw, "test"))
+    arg = cuda_launch._kernel_arg(cuda.TensorMap(raw, "test"))
     assert arg.shape == (1,) and arg.dtype.itemsize == 128 and arg.tobytes() == raw  # one 128-byte value
     with pytest.raises(ValueError, match="128 bytes"):
         cuda.TensorMap(raw[:64], "short")
@@ -255,26 +254,5 @@ def test_the_cupy_api_avo_uses_is_there():
         assert hasattr(nvrtc, name), f"cupy_backends.cuda.libs.nvrtc.{name}"
     assert hasattr(function.Module, "load") and hasattr(function.Module, "get_function")
     assert callable(driver.funcSetAttribute) and isinstance(driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int)
-    assert callable(getattr(cupy.cuda.Stream, "from_external", None) or cupy.cuda.ExternalStream)
     assert callable(cupy.cuda.Device)
     assert callable(cupy.cuda.runtime.deviceSynchronize)
-
-
-def test_the_stream_wrapper_is_the_cupy_api_that_is_not_deprecated(tmp_path):
-    """CuPy 14 warns on every ExternalStream (each CUDA launch's first on a stream); off a GPU too, CuPy wraps a
-    stream pointer without touching the driver, so the wrapper is checked here."""
-    needs.module("cupy")
-    module = load_entry(candidate(tmp_path), "entry").__globals__["module"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            stream = module._stream(0, 0x1234)
-        except RuntimeError as exc:  # a CuPy that asks the driver even for this
-            pytest.skip(f"CuPy cannot wrap a stream without a GPU here: {exc}")
-    assert stream.ptr == 0x1234 and module._stream(0, 0x1234) is stream
-
-
-def test_a_cupy_without_from_external_gets_an_external_stream_on_the_device():
-    made = []
-    old_cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=object, ExternalStream=lambda *a: made.append(a) or a))
-    assert cuda._external_stream(old_cupy, 0x1234, 3) == (0x1234, 3) and made == [(0x1234, 3)]

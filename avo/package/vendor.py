@@ -12,11 +12,11 @@ from pathlib import Path
 
 from avo.errors import UserError
 
-VENDORED = {"avo.cuda": "_cuda", "avo.cuda_source": "_cuda_source", "avo.cuda_tensor_map": "_cuda_tensor_map",
-            "avo.extras": "_extras"}
-"""avo's module -> its stand-in in the package: avo/cuda.py, cuda_source.py and cuda_tensor_map.py copied, extras a
-small shim."""
-COPIED = ("cuda", "cuda_source", "cuda_tensor_map")
+VENDORED = {"avo.cuda": "_cuda", "avo.cuda_launch": "_cuda_launch", "avo.cuda_source": "_cuda_source",
+            "avo.cuda_tensor_map": "_cuda_tensor_map", "avo.extras": "_extras"}
+"""avo's module -> its stand-in in the package: avo/cuda.py, cuda_launch.py, cuda_source.py and cuda_tensor_map.py
+copied, extras a small shim."""
+COPIED = ("cuda", "cuda_launch", "cuda_source", "cuda_tensor_map")
 
 
 def rewrite(source: str, package: str, where: str) -> tuple[str, set[str]]:
@@ -53,8 +53,8 @@ def _replacement(node: ast.ImportFrom, package: str, where: str) -> str:
 
 
 def vendor_cuda(dest: Path, package: str) -> None:
-    """avo.cuda, avo.cuda_source and avo.cuda_tensor_map copied into `dest` (the package's folder), their avo imports
-    rewritten."""
+    """avo.cuda and the modules it imports (cuda_launch, cuda_source, cuda_tensor_map) copied into `dest` (the
+    package's folder), their avo imports rewritten."""
     here = Path(__file__).resolve().parents[1]
     for name in COPIED:
         text, _ = rewrite((here / f"{name}.py").read_text(), package, f"avo/{name}.py")

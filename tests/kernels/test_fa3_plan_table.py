@@ -199,8 +199,8 @@ def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch
     monkeypatch.setitem(module, "tensor_map", lambda tensor, box: None)
     monkeypatch.setitem(module, "_sm_count", lambda device: 132)
     build = module["_Build"](64, 128, 2)
-    monkeypatch.setattr(build.modules["bf16"], "launch", lambda name, grid, threads, args, shared_mem: launched.append(
-        (grid, args[-3:])))
+    monkeypatch.setattr(build.modules["bf16"], "launcher", lambda name, grid, threads, args, shared_mem: lambda: (
+        launched.append((grid, args[-3:]))))
     monkeypatch.setitem(module, "_counter", lambda device: "counter")
     q = torch.zeros(32, 8, 512, 64, dtype=torch.bfloat16)
     o = torch.empty_like(q)

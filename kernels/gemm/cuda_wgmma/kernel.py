@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import load_module, tensor_map
+from avo.cuda import current_stream, load_module, tensor_map
 
 # The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
 # (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
@@ -275,6 +275,7 @@ def _workspace(device, stream: int, partial_floats: int, counters: int):
         held = (torch.empty(floats, dtype=torch.float32, device=device),
                 torch.zeros(count, dtype=torch.int32, device=device))
         _WORKSPACE[key] = held
+        _LAUNCHES.clear()  # the launches kept hold the replaced workspace's addresses
     return held
 
 
@@ -340,6 +341,12 @@ READS_TRANSPOSED_B = True
 no copy; avo package routes nn.Linear to such a kernel (checking its answer once per shape)."""
 
 
+_LAUNCHES: dict = {}
+"""Calls' launches, prepared (avo.cuda's launcher), by what they depend on: the same buffers come back call after
+call, so a call's host time is a dictionary lookup and the driver's launch. Emptied when a workspace is replaced."""
+_KEPT_LAUNCHES = 64
+
+
 def gemm(a, b):
     """a [M, K] @ b [K, N] -> c [M, N] in a's dtype; b may be the transpose of a contiguous [N, K] tensor."""
     M, K = a.shape
@@ -356,9 +363,25 @@ def gemm(a, b):
         name = "gemm_simple_" + _KERNELS[a.dtype].split("_")[1]
         _SIMPLE.launch(name, (-(-N // 128), min(M, 65535)), 128, (a, b, c, M, N, K))
         return c
+    # Everything the launch depends on: the addresses and shapes (a and c are contiguous, b is or is read K-major),
+    # the dtype and the stream (split calls' workspace is the stream's).
+    key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, k_major, a.dtype, current_stream(a.get_device()))
+    ready = _LAUNCHES.get(key)
+    if ready is None:
+        ready = _launcher(a, b, c, k_major)
+        _LAUNCHES[key] = ready
+        while len(_LAUNCHES) > _KEPT_LAUNCHES:
+            del _LAUNCHES[next(iter(_LAUNCHES))]  # the oldest
+    ready()
+    return c
+
+
+def _launcher(a, b, c, k_major: bool):
+    """One call's launch, prepared (avo.cuda's Launch): its plan, tensor maps and workspace."""
+    (M, K), N = a.shape, b.shape[1]
     sms = _sm_count(a.device)
     planned = _PLANS.get((M, N, K, sms))
-    if planned is None:  # once per shape: the wrapper's host time is on the caller's critical path
+    if planned is None:
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
     build, whole, splits = planned.build, planned.whole, planned.splits
     map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
@@ -369,11 +392,9 @@ def gemm(a, b):
     partials, arrivals = c, c  # unread when unsplit
     if splits > 1:  # a slot per consumer of each split tile (splits: its room for parts or pieces)
         slots = (planned.tiles - whole) * build.cluster_m * build.consumers
-        stream = torch.cuda.current_stream(a.device).cuda_stream  # only split calls pay for the lookup
-        partials, arrivals = _workspace(a.device, stream, slots * splits * (build.block_m // build.consumers) *
-                                        build.block_n, slots)
+        partials, arrivals = _workspace(a.device, current_stream(a.get_device()),
+                                        slots * splits * (build.block_m // build.consumers) * build.block_n, slots)
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
-    module.launch(_KERNELS[a.dtype], grid, build.threads,
-                  (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream, planned.lanes),
-                  shared_mem=build.smem)
-    return c
+    return module.launcher(_KERNELS[a.dtype], grid, build.threads,
+                           (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
+                            planned.lanes), shared_mem=build.smem)
