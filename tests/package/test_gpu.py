@@ -165,7 +165,10 @@ def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compile
           f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
     assert attention.calls["kernel"] > 0
-    if gemm_kernel == "seed":  # reads nn.Linear's weight in place: the projections inside the run's K range
-        assert gemm.calls["kernel"] > 0 and not any(r.startswith("layout") for r in gemm.fallbacks), gemm.fallbacks
+    if gemm_kernel == "seed":  # reads nn.Linear's weight in place: the projections inside the run's K range, each
+        # where the first call timed that faster than the library
+        timed_slower = sum(n for r, n in gemm.fallbacks.items() if "slower than the library here" in r)
+        assert gemm.calls["kernel"] + timed_slower > 0, gemm.fallbacks
+        assert not any(r.startswith("layout") and "slower than the library here" not in r for r in gemm.fallbacks)
     else:  # predates that: its linear calls go to cuBLAS, not through a copy of each weight
         assert gemm.calls["kernel"] == 0 and gemm.fallbacks

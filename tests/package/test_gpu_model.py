@@ -88,7 +88,9 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
         assert all(r.startswith(("measured slower", "saves less GPU time")) for r in att_fallbacks), att_fallbacks
     else:
         assert att_calls.get("kernel") == 1 and not att_fallbacks, calls['attention']
-    # The GEMM run's best won only gate+up (N = 16384); qkv, o and down stay cuBLAS's at these token counts.
+    # The GEMM run's best won only gate+up (N = 16384); qkv, o and down stay cuBLAS's at these token counts. gate+up
+    # reaches the kernel where its first call timed the kernel reading the weight in place faster than cuBLAS.
     gemm_calls, gemm_fallbacks = calls['gemm']
-    assert gemm_calls.get("kernel") == 1 and gemm_calls.get("library") == 3, calls['gemm']
-    assert all(r.startswith("measured slower") for r in gemm_fallbacks), gemm_fallbacks
+    assert gemm_calls.get("kernel", 0) + gemm_calls.get("library", 0) == 4 and gemm_calls.get("kernel", 0) <= 1
+    assert all(r.startswith(("measured slower", "layout (the kernel reads a transposed b slower than the library"))
+               for r in gemm_fallbacks), gemm_fallbacks

@@ -60,6 +60,27 @@ def test_a_kernel_that_reads_the_transpose_gets_the_weight_as_a_view(runs, tmp_p
     assert _close(first, expected) and torch.equal(first, second)
 
 
+@pytest.mark.parametrize("kernel_ms,library_ms", [(2.0, 1.0), (1.0, 2.0)])
+def test_a_transposed_b_goes_to_the_kernel_only_where_it_was_timed_faster(runs, tmp_path, monkeypatch, kernel_ms,
+                                                                           library_ms):
+    """The run timed row-major operands only: a transposed b's first call times the kernel reading it in place
+    against the library (on a GPU; here the timer is a stand-in and CPU tensors count as timed)."""
+    pkg = _package(runs, tmp_path, f"timed_{int(kernel_ms)}", reads=True)
+    runtime = pkg._op
+    timed = []
+    monkeypatch.setattr(runtime, "_TIMED_ON", ("cpu",))
+    monkeypatch.setattr(runtime, "_best_ms", lambda *calls: timed.append(len(calls)) or [kernel_ms, library_ms])
+    expected, first, second = _linear_twice(pkg)
+    assert timed == [2], "timed once, the kernel and the library"
+    if kernel_ms < library_ms:
+        assert pkg.calls == {"op": 2, "kernel": 2} and not pkg.fallbacks
+    else:
+        assert pkg.calls == {"op": 2, "library": 2}
+        assert list(pkg.fallbacks) == ["layout (the kernel reads a transposed b slower than the library here: 0.500x, "
+                                       "timed on this GPU)"]
+    assert _close(first, expected) and _close(second, expected)
+
+
 def test_a_kernel_that_does_not_say_so_leaves_linear_to_the_library(runs, tmp_path):
     pkg = _package(runs, tmp_path, "rows_only", reads=False)
     expected, first, second = _linear_twice(pkg)

@@ -3,11 +3,12 @@
 a is [M, K], b [K, N], c = a @ b [M, N]. The op calls the kernel only for inputs the guard says the run's cases
 covered; any other input, and any call autograd will differentiate, gets torch.matmul's answer.
 
-nn.Linear computes x @ weight.t(): b is then the transpose of a contiguous [N, K] tensor. The run checked the kernel
-on row-major operands only, so such a b reaches it only when its kernel.py says it reads that layout in place
-(READS_TRANSPOSED_B) and, once per (N, K, dtype, M up to a power of two), its answer there matched its answer on the
-row-major copy. Otherwise the library takes the call: copying the weight on every call would cost more than the
-kernel can gain over cuBLAS.
+nn.Linear computes x @ weight.t(): b is then the transpose of a contiguous [N, K] tensor. The run checked and timed
+the kernel on row-major operands only, so such a b reaches it only when its kernel.py says it reads that layout in
+place (READS_TRANSPOSED_B) and, once per (N, K, dtype, M up to a power of two), its answer there matched its answer
+on the row-major copy and it was faster than the library, both timed then on this GPU (a kernel reads a transposed b
+through other code, at its own speed). Otherwise the library takes the call: copying the weight on every call would
+cost more than the kernel can gain over cuBLAS.
 """
 
 from __future__ import annotations
@@ -32,8 +33,12 @@ fallbacks = collections.Counter()
 AGREEMENT = 1e-2
 """A transposed b's answer may differ from the row-major one's by rounding only: by at most this fraction of the
 largest |element| (a misread box of B is off by about the elements' own size)."""
-_agreed: dict = {}
-"""(device, dtype, N, K, M's power of two) -> whether the kernel's transposed-b answer matched its row-major one."""
+_TIMED_ON = ("cuda",)
+_TIMING_ROUNDS, _TIMING_CALLS = 3, 5
+"""A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each."""
+_transposed_verdicts: dict = {}
+"""(device, dtype, N, K, M's power of two) -> why the library takes a transposed b there, or None: the kernel's
+answer matched its row-major one, and it was the faster of the two."""
 
 
 def library(a, b) -> torch.Tensor:
@@ -63,12 +68,40 @@ def _transposed_refusal(a, b) -> str | None:
     if not kernel.__globals__.get("READS_TRANSPOSED_B", False):
         return "layout (b is a transposed view the kernel does not read in place)"
     key = (a.device, a.dtype, b.shape[1], b.shape[0], (a.shape[0] - 1).bit_length())
-    if key not in _agreed:
+    if key not in _transposed_verdicts:
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return "layout (a transposed b not yet checked: no check inside a CUDA graph capture)"
-        ours, rows = kernel(a, b), kernel(a, b.contiguous())
-        _agreed[key] = bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max())
-    return None if _agreed[key] else "layout (the kernel's answer for a transposed b differed from its row-major one)"
+        _transposed_verdicts[key] = _first_transposed_verdict(kernel, a, b)
+    return _transposed_verdicts[key]
+
+
+def _first_transposed_verdict(kernel, a, b) -> str | None:
+    ours, rows = kernel(a, b), kernel(a, b.contiguous())
+    if not bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max()):
+        return "layout (the kernel's answer for a transposed b differed from its row-major one)"
+    if a.device.type in _TIMED_ON:
+        ours_ms, library_ms = _best_ms(lambda: kernel(a, b), lambda: library(a, b))
+        if ours_ms >= library_ms:
+            return ("layout (the kernel reads a transposed b slower than the library here: "
+                    f"{library_ms / ours_ms:.3f}x, timed on this GPU)")
+    return None
+
+
+def _best_ms(*calls) -> list[float]:
+    """Each call's best time per call in ms over _TIMING_ROUNDS rounds of _TIMING_CALLS, the calls alternating round
+    by round (CUDA events on the current stream)."""
+    best = [float("inf")] * len(calls)
+    for _ in range(_TIMING_ROUNDS):
+        for i, call in enumerate(calls):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            call()
+            start.record()
+            for _ in range(_TIMING_CALLS):
+                call()
+            end.record()
+            end.synchronize()
+            best[i] = min(best[i], start.elapsed_time(end) / _TIMING_CALLS)
+    return best
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gemm", mutates_args=())
