@@ -146,3 +146,27 @@ def test_eager_calls_skip_the_dispatcher_and_traced_ones_keep_the_op(runs, tmp_p
     with torch.no_grad():  # torch.jit.trace records the op, where the body's own launches would leave no trace
         scripted = torch.jit.trace(lambda x, y: pkg.gemm(x, y), (a, b))
     assert "eager_path::gemm" in str(scripted.graph) and torch.equal(scripted(a, b), eager)
+
+
+def test_an_eager_calls_verdict_is_kept_by_layout_and_a_not_yet_one_is_not(runs, tmp_path, monkeypatch):
+    """The guard's checks run once per layout (shape, strides, dtype, device); the calls are still counted one by
+    one; another layout is judged afresh; a verdict that says a check could not run yet is asked again next time."""
+    pkg = _package(runs, tmp_path, "kept_verdicts", reads=True)
+    runtime = pkg._op
+    judged = []
+    refusal = runtime._refusal
+    monkeypatch.setattr(runtime, "_refusal", lambda a, b: judged.append((a.shape, b.stride())) or refusal(a, b))
+    a, b = torch.randn(33, 40, dtype=torch.bfloat16), torch.randn(40, 24, dtype=torch.bfloat16)
+    with torch.no_grad(), pkg.patch():
+        for _ in range(3):
+            torch.matmul(a, b)
+        torch.matmul(a[:, :20], b[:20])  # a strided view: another layout, and one the guard refuses
+        torch.matmul(a[:, :20], b[:20])
+    assert judged == [((33, 40), (24, 1)), ((33, 20), (24, 1))]
+    assert pkg.calls == {"op": 5, "kernel": 3, "library": 2} and pkg.fallbacks == {"layout (not contiguous)": 2}
+    not_yet = f"layout (a transposed b {pkg._guard.NOT_YET}: no check inside a CUDA graph capture)"
+    monkeypatch.setattr(runtime, "_refusal", lambda a, b: judged.append("again") or not_yet)
+    with torch.no_grad(), pkg.patch():
+        for _ in range(2):
+            torch.matmul(a, b.t().contiguous().t())
+    assert judged[-2:] == ["again", "again"]

@@ -23,6 +23,8 @@ calls = collections.Counter()
 """Calls that reached the op: "op" (all), "kernel", "library"; `fallbacks` counts the library's by reason. (A
 patch() route traced by torch.compile leaves a call the guard refuses to the library uncounted.)"""
 fallbacks = collections.Counter()
+_verdicts: dict = {}
+"""Eager calls' verdicts, by layout and causal (guard.remembered)."""
 
 
 def library(q, k, v, causal: bool, scale: float) -> torch.Tensor:
@@ -53,7 +55,7 @@ def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
 def _counted_refusal(q, k, v, causal: bool) -> str | None:
     """`_refusal`, the call counted where it goes."""
     calls["op"] += 1
-    reason = _refusal(q, k, v, causal)
+    reason = _guard.remembered(_verdicts, (q, k, v), bool(causal), lambda: _refusal(q, k, v, causal))
     if reason is None:
         calls["kernel"] += 1
     else:

@@ -33,6 +33,8 @@ fallbacks = collections.Counter()
 AGREEMENT = 1e-2
 """A transposed b's answer may differ from the row-major one's by rounding only: by at most this fraction of the
 largest |element| (a misread box of B is off by about the elements' own size)."""
+_verdicts: dict = {}
+"""Eager calls' verdicts, by layout (guard.remembered)."""
 _TIMED_ON = ("cuda",)
 _TIMING_ROUNDS, _TIMING_CALLS = 3, 5
 """A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each."""
@@ -70,7 +72,7 @@ def _transposed_refusal(a, b) -> str | None:
     key = (a.device, a.dtype, b.shape[1], b.shape[0], (a.shape[0] - 1).bit_length())
     if key not in _transposed_verdicts:
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-            return "layout (a transposed b not yet checked: no check inside a CUDA graph capture)"
+            return f"layout (a transposed b {_guard.NOT_YET}: no check inside a CUDA graph capture)"
         _transposed_verdicts[key] = _first_transposed_verdict(kernel, a, b)
     return _transposed_verdicts[key]
 
@@ -116,7 +118,7 @@ def _gemm(a, b) -> torch.Tensor:
 def _counted_refusal(a, b) -> str | None:
     """`_refusal`, the call counted where it goes."""
     calls["op"] += 1
-    reason = _refusal(a, b)
+    reason = _guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b))
     if reason is None:
         calls["kernel"] += 1
     else:

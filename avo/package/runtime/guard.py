@@ -65,6 +65,27 @@ def eager(*tensors: torch.Tensor) -> bool:
             and not torch._C._len_torch_dispatch_stack() and all(type(t) is torch.Tensor for t in tensors))
 
 
+_UNSEEN = object()
+_KEPT_VERDICTS = 4096
+NOT_YET = "not yet checked"
+"""In a reason that may change on a later call (a check that could not run yet): such a verdict is not kept."""
+
+
+def remembered(verdicts: dict, tensors: tuple[torch.Tensor, ...], extra, decide) -> str | None:
+    """`decide()`'s verdict for these tensors, kept in `verdicts` by everything a refusal reads of them (shape,
+    strides, dtype, device) and `extra`: the same call again costs a dictionary lookup, not the checks. Only for
+    real tensors (an eager call, or the op's body at run time), never while tracing."""
+    key = (extra, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
+    reason = verdicts.get(key, _UNSEEN)
+    if reason is _UNSEEN:
+        reason = decide()
+        if reason is None or NOT_YET not in reason:
+            if len(verdicts) >= _KEPT_VERDICTS:
+                verdicts.clear()
+            verdicts[key] = reason
+    return reason
+
+
 def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
     """Why these inputs must not reach the kernel, or None when the run's cases covered them. (Plain loops and
     lookups: this runs before every call the package routes, in the caller's host time.)"""
