@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,15 @@ def make_run(runs_dir: Path, **kwargs) -> Run:
     return Run.create(RunConfig(kernel="gemm", seed=3), runs_dir=runs_dir, gpu="h200", agent="heuristic", **kwargs)
 
 
-def test_create_lays_out_the_run(tmp_path):
+def test_create_lays_out_the_run(tmp_path, monkeypatch):
+    import avo.run.directory as directory
+
+    class Frozen(datetime):  # both runs in one second, however slow the machine
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 12, 4, 14, 25, 53, tzinfo=tz)
+
+    monkeypatch.setattr(directory, "datetime", Frozen)
     run = make_run(tmp_path)
     assert re.fullmatch(r"\d{8}-\d{6}-gemm", run.id)
     for sub in ("lineage", "evals", "profiles", "report", "workspace", "transcript.jsonl", "notes.md", "run.json"):
@@ -39,7 +48,7 @@ def test_create_lays_out_the_run(tmp_path):
     assert run.config == RunConfig(kernel="gemm", seed=3)
     assert not list(tmp_path.glob(".creating-*"))
     second = make_run(tmp_path)  # same second: a suffix keeps ids unique and still sortable
-    assert second.id != run.id and second.id.startswith(run.id[:15])
+    assert run.id == "20261204-142553-gemm" and second.id == "20261204-142553-gemm-2"
 
 
 def test_custom_ids_and_open_forms(tmp_path):
