@@ -113,3 +113,30 @@ def test_traced_routes_put_the_library_call_itself_in_the_graph_where_the_guard_
     assert not any("linear_traced" in t for t in refused) and any("linear" in t for t in refused), refused
     assert any("linear_traced.gemm" in t for t in taken), taken
     assert not any("linear_traced" in t for t in matmul_refused), matmul_refused
+
+
+@pytest.mark.parametrize("kernel_ms,library_ms", [(2.0, 1.0), (1.0, 2.0)])
+def test_a_traced_linear_route_takes_the_transposed_weights_verdict_where_the_op_would(runs, tmp_path, monkeypatch,
+                                                                                      kernel_ms, library_ms):
+    """Traced, nn.Linear's transposed weight gets the verdict its first call would reach (check and timing, on real
+    tensors of its shapes): where the kernel reads it slower, the library's own node is in the graph, not an op that
+    would send it there at run time. With symbolic sizes the op decides at run time."""
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, f"traced_t{int(kernel_ms)}", GEMM_STAND_IN, device="cpu",
+                              device_names=[])
+    monkeypatch.setattr(pkg._op, "_TIMED_ON", ("cpu",))
+    timed = []
+    monkeypatch.setattr(pkg._op, "_best_ms", lambda *calls: timed.append(len(calls)) or [kernel_ms, library_ms])
+    linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
+    x = torch.randn(9, 40, dtype=torch.bfloat16)
+    with pkg.patch():
+        targets = _graph_targets(linear, x)
+    assert timed == [2], "the verdict was reached once, at trace time"
+    ours = any(f"traced_t{int(kernel_ms)}.gemm" in t for t in targets)
+    assert ours == (kernel_ms < library_ms), targets
+    assert ours or any("linear" in t for t in targets), targets
+
+    torch._dynamo.reset()
+    with pkg.patch(), torch.no_grad():  # symbolic sizes: no verdict at trace time, the op's at run time
+        compiled = torch.compile(linear, fullgraph=True, dynamic=True, backend="eager")
+        out = compiled(torch.randn(11, 40, dtype=torch.bfloat16))
+    assert out.shape == (11, 24)

@@ -7,8 +7,9 @@ nn.Linear computes x @ weight.t(): b is then the transpose of a contiguous [N, K
 the kernel on row-major operands only, so such a b reaches it only when its kernel.py says it reads that layout in
 place (READS_TRANSPOSED_B) and, once per (N, K, dtype, M up to a power of two), its answer there matched its answer
 on the row-major copy and it was faster than the library, both timed then on this GPU (a kernel reads a transposed b
-through other code, at its own speed). Otherwise the library takes the call: copying the weight on every call would
-cost more than the kernel can gain over cuBLAS.
+through other code, at its own speed); while torch.compile traces a route, that first call's check runs then, on
+tensors of the call's shapes, so the graph holds the library's own node wherever the op would refuse. Otherwise the
+library takes the call: copying the weight on every call would cost more than the kernel can gain over cuBLAS.
 """
 
 from __future__ import annotations
@@ -77,6 +78,28 @@ def _transposed_refusal(a, b) -> str | None:
     return _transposed_verdicts[key]
 
 
+def _traced_refusal(a, b) -> str | None:
+    """`_refusal` while torch.compile traces a route: the guard's answer and, for a transposed b, the verdict its
+    first call would reach (the check and the timing, run here once on real tensors of these shapes), so a call the
+    op would send to the library at run time is the library's own node in the graph. With symbolic sizes that
+    verdict is left to the op, at run time."""
+    reason = _guard_refusal(a, b)
+    if reason is not None or not _transposed(b):
+        return reason
+    (m, k), n = a.shape, b.shape[1]
+    if not all(type(size) is int for size in (m, n, k)):
+        return None
+    return _transposed_verdict_of(a.device.type, a.device.index, str(a.dtype).removeprefix("torch."), m, n, k)
+
+
+@torch.compiler.assume_constant_result  # run as plain Python while tracing; its answer is taken as it is
+def _transposed_verdict_of(device_type: str, index: int | None, dtype: str, m: int, n: int, k: int) -> str | None:
+    device = torch.device(device_type) if index is None else torch.device(device_type, index)
+    a = torch.randn(m, k, dtype=getattr(torch, dtype), device=device)
+    b = torch.randn(n, k, dtype=getattr(torch, dtype), device=device).t()
+    return _transposed_refusal(a, b)
+
+
 def _first_transposed_verdict(kernel, a, b) -> str | None:
     ours, rows = kernel(a, b), kernel(a, b.contiguous())
     if not bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max()):
@@ -143,7 +166,7 @@ def _matmul_route(original):
     def matmul(input, other, *, out=None):
         if out is None and isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) \
                 and input.dim() == other.dim() == 2 and (_guard.eager(input, other)
-                                                         or _guard_refusal(input, other) is None):
+                                                         or _traced_refusal(input, other) is None):
             return gemm(input, other)
         return original(input, other) if out is None else original(input, other, out=out)
 
@@ -156,9 +179,9 @@ def _linear_route(original):
                                                                                       (bias,))):
             return original(input, weight, bias)
         a, b = input.reshape(-1, input.shape[-1]), weight.t()  # views: the weight is never copied
-        # Decided here, eager or traced (traced, the op checks the layout): a call the guard refuses is made as it was.
+        # Decided here, eager or traced: a call the guard refuses is made as it was.
         eager = _guard.eager(a, b)
-        if (_counted_refusal if eager else _guard_refusal)(a, b) is not None:
+        if (_counted_refusal if eager else _traced_refusal)(a, b) is not None:
             return original(input, weight, bias)
         out = _loader.entry("gemm")(a, b) if eager else gemm_op(a, b)
         if bias is not None:
