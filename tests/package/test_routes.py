@@ -140,3 +140,15 @@ def test_a_traced_linear_route_takes_the_transposed_weights_verdict_where_the_op
         compiled = torch.compile(linear, fullgraph=True, dynamic=True, backend="eager")
         out = compiled(torch.randn(11, 40, dtype=torch.bfloat16))
     assert out.shape == (11, 24)
+
+
+def test_a_linear_route_under_fake_tensors_leaves_the_transposed_verdict_to_the_op(runs, tmp_path):
+    """Under a dispatch mode (here fake tensors, as shape propagation uses) nothing is run to reach a verdict: the op
+    (whose fake implementation gives the shape) takes the call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "fake_route", GEMM_STAND_IN, device="cpu", device_names=[])
+    linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode, pkg.patch(), torch.no_grad():
+        out = linear(mode.from_tensor(torch.randn(9, 40, dtype=torch.bfloat16)))
+    assert out.shape == (9, 24) and not pkg._op._transposed_verdicts
