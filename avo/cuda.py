@@ -215,7 +215,10 @@ class CudaModule:
             if key is not None:
                 self._launches[key] = ready
                 while len(self._launches) > _KEPT_LAUNCHES:
-                    del self._launches[next(iter(self._launches))]  # the oldest
+                    try:
+                        del self._launches[next(iter(self._launches))]  # the oldest
+                    except (RuntimeError, KeyError, StopIteration):  # another thread's launch changed it meanwhile
+                        break
         ready()
 
     def launcher(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
