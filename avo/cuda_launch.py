@@ -5,8 +5,8 @@
 
 The arguments are converted once, each to its C bytes at its natural alignment (a tensor map at 64), into one
 buffer that `launch()` hands to cuLaunchKernel through ctypes: a call costs the host one driver call, where CuPy's
-call converted each argument through numpy every time (about 13 µs of a GEMM call's 51 on the H200, and its four
-tensor-map arguments more). A wrapper that keeps launchers by its arguments' addresses and shapes (the same buffers
+call converted each argument through numpy every time (about 13 µs of a GEMM call's 51 on the H200; more for
+attention's four tensor maps). A wrapper that keeps launchers by its arguments' addresses and shapes (the same buffers
 come back call after call, as with tensor maps) pays the conversion once per layout. The driver copies the arguments
 when the launch is queued, so one launcher may be called from several threads.
 
