@@ -8,14 +8,15 @@ and max, per configuration.
     python scripts/fa3_plan_sweep.py --single                       # the plan and the single configuration
     python scripts/fa3_plan_sweep.py --also 64:96:3 64:128:2 128:128:2 --json sweep.json
 
---also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip] times further configurations
-on the cases of head dim D (span: causal grids persistent too, each block a contiguous run of tiles; dyn: causal
-grids persistent, each block drawing its next tile from a counter; otma: O stored through shared memory by TMA; q2:
-two Q tiles, the next tile's Q loaded ahead; nopp: no ping-pong between the consumers; end: causal tiles cut from
-each head's last row back, ALIGN_END; skip: consumers holding only padding rows issue no matmul, SKIP_IDLE), grouped
-query heads packed as the seed's PACK_GQA says. --min-s and --max-s time only the cases of S in that range, --d only
-those of that head dim, --causal only the causal ones. --against DIR times another folder's plan beside this one's (a
-knob variant of it, scripts/knob_variant.py), interleaved in the same process.
+--also D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip][:s3] times further
+configurations on the cases of head dim D (span: causal grids persistent too, each block a contiguous run of tiles;
+dyn: causal grids persistent, each block drawing its next tile from a counter; otma: O stored through shared memory
+by TMA; q2: two Q tiles, the next tile's Q loaded ahead; nopp: no ping-pong between the consumers; end: causal tiles
+cut from each head's last row back, ALIGN_END; skip: consumers holding only padding rows issue no matmul, SKIP_IDLE;
+s3: three K/V stages instead of two), grouped query heads packed as the seed's PACK_GQA says. --min-s and --max-s
+time only the cases of S in that range, --d only those of that head dim, --causal only the causal ones. --against
+DIR times another folder's plan beside this one's (a knob variant of it, scripts/knob_variant.py), interleaved in the
+same process.
 Exits 1 if any output was wrong.
 """
 
@@ -36,19 +37,19 @@ SINGLE = (192, 2, True, False)
 LIBRARY = "library"
 
 
-FLAGS = ("nopersist", "span", "dyn", "otma", "q2", "nopp", "end", "skip")
+FLAGS = ("nopersist", "span", "dyn", "otma", "q2", "nopp", "end", "skip", "s3")
 
 
 def parse_config(text: str) -> tuple[str, tuple]:
     """(its name, (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles
-    aligned to the end, idle consumers skipped))."""
+    aligned to the end, idle consumers skipped, K/V stages))."""
     parts = text.split(":")
     flags = parts[3:]
     if len(parts) < 3 or any(f not in FLAGS for f in flags) or len(set(flags)) != len(flags):
         raise SystemExit(f"--also {text}: use D:BLOCK_N:CONSUMERS, then any of :{', :'.join(FLAGS)}")
     return text, (int(parts[0]), int(parts[1]), int(parts[2]), "nopersist" not in flags, "span" in flags,
                   "dyn" in flags, "otma" in flags, 2 if "q2" in flags else 1, "nopp" not in flags, "end" in flags,
-                  "skip" in flags)
+                  "skip" in flags, 3 if "s3" in flags else 2)
 
 
 def s_range(s: int) -> str:
@@ -64,7 +65,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path, nargs="?", default=SEED, help="the seed or a variant of it")
     parser.add_argument("--suite", default="wide")
     parser.add_argument("--also", nargs="*", default=[],
-                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip]")
+                        help="D:BLOCK_N:CONSUMERS[:nopersist][:span][:dyn][:otma][:q2][:nopp][:end][:skip][:s3]")
     parser.add_argument("--single", action="store_true", help="also the single configuration before the table")
     parser.add_argument("--min-s", type=int, default=None, help="only the cases of S from this")
     parser.add_argument("--max-s", type=int, default=None, help="only the cases of S up to this")
@@ -91,8 +92,8 @@ def main() -> None:
 
     def fixed(d: int, block_n: int, consumers: int, persistent: bool, span: bool, dynamic: bool = False,
               o_tma: bool = False, q_buffers: int = 1, pingpong: bool = True, align_end: bool = False,
-              skip_idle: bool = False):
-        key = (d, block_n, consumers, o_tma, q_buffers, pingpong, align_end, skip_idle)
+              skip_idle: bool = False, stages: int = 2):
+        key = (d, block_n, consumers, o_tma, q_buffers, pingpong, align_end, skip_idle, stages)
         if key not in builds:
             builds[key] = seed["_Build"](*key)
         planned = seed["Plan"](builds[key], persistent, span, dynamic, seed.get("PACK_GQA", False))

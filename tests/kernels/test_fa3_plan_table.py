@@ -239,12 +239,12 @@ def test_the_plan_sweep_reads_each_configuration_flag():
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
     # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles aligned to the end,
-    # idle consumers skipped)
-    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False, False)
+    # idle consumers skipped, K/V stages)
+    assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False, False, 2)
     assert sweep.parse_config("64:128:2:span:otma:q2:nopp")[1] == \
-        (64, 128, 2, True, True, False, True, 2, False, False, False)
-    assert sweep.parse_config("128:96:3:nopersist:dyn:end:skip")[1] == \
-        (128, 96, 3, False, False, True, False, 1, True, True, True)
+        (64, 128, 2, True, True, False, True, 2, False, False, False, 2)
+    assert sweep.parse_config("128:96:3:nopersist:dyn:end:skip:s3")[1] == \
+        (128, 96, 3, False, False, True, False, 1, True, True, True, 3)
     for bad in ("64:128", "64:128:2:fast", "64:128:2:q2:q2"):
         with pytest.raises(SystemExit):
             sweep.parse_config(bad)
@@ -254,3 +254,27 @@ def test_the_plan_sweep_reads_each_configuration_flag():
     assert not [flag for flag in build.modules["bf16"].build.flags if "ALIGN_END" in flag]
     aligned = seed["_Build"](64, 128, 3, False, 1, True, True, True)
     assert {"-DALIGN_END=1", "-DSKIP_IDLE=1"} <= set(aligned.modules["bf16"].build.flags)
+    deeper = seed["_Build"](128, 128, 2, False, 1, True, False, False, 3)  # 128:128:2:s3
+    assert "-DSTAGES=3" in deeper.modules["bf16"].build.flags and deeper.smem <= seed["_SMEM_LIMIT"]
+    assert seed["_Build"](128, 128, 2, True, 2, True, False, False, 3).smem > seed["_SMEM_LIMIT"]  # with O and Q2: no
+
+
+@needs.nvrtc
+def test_three_stages_of_128_wide_blocks_at_d_128_compile_for_hopper(tmp_path):
+    """An entry's own STAGES reaches its build only; three 128-wide stages at D = 128 (one Q tile, O from registers)
+    compile for sm_90a, in the shared memory they need."""
+    folder = tmp_path / "cuda_fa3"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "kernel.py").read_text()
+    entry = 'CAUSAL_PERSISTENT=False,  # avo: tune False True bucket=d128_mid'
+    assert entry in source
+    (folder / "kernel.py").write_text(source.replace(entry, entry + "\n        STAGES=3,").replace(
+        "O_TMA=True,  # avo: tune False True bucket=d128_mid", "O_TMA=False,  # avo: tune False True bucket=d128_mid")
+        .replace("Q_BUFFERS=2,  # avo: tune 1 2 bucket=d128_mid", "Q_BUFFERS=1,  # avo: tune 1 2 bucket=d128_mid"))
+    plans = seed_module(folder)["PLANS"]
+    mid = plans["d128_mid"].build
+    assert (mid.stages, mid.o_tma, mid.q_buffers, mid.block_n) == (3, False, 1, 128)
+    assert mid.smem <= seed_module(folder)["_SMEM_LIMIT"]
+    assert all(p.build.stages == 2 for name, p in plans.items() if name != "d128_mid")
+    assert "-DSTAGES=3" in mid.modules["bf16"].build.flags
+    assert mid.modules["bf16"].compile("sm_90a")

@@ -80,7 +80,8 @@ RUNS_NEED_WHOLE_HEADS = True  # avo: tune False True
 
 # The other buckets' entries, each tuned from its own cases of the wide suite (bucket() below says which those are)
 # with scripts/fa3_plan_sweep.py on the H200 (BENCHMARKS.md: geomean over cuDNN per bucket, entry against the shared
-# configuration):
+# configuration). An entry may also name its own STAGES (K/V stages in shared memory; at D = 128 three 128-wide
+# stages fit only with one Q tile and no O staging, `fa3_plan_sweep.py --also 128:128:2:s3`), which none does yet:
 SHORT_S = 1024
 MID_S = 4096
 TABLE = {
@@ -162,21 +163,21 @@ LOG2E = 1.0 / math.log(2.0)
 
 class _Build:
     """One compiled configuration (head dim, K/V block width, consumer warpgroups, O's store, Q tiles, ping-pong,
-    causal tiles aligned to the end, idle consumers skipped), one module per dtype."""
+    causal tiles aligned to the end, idle consumers skipped, K/V stages), one module per dtype."""
 
     def __init__(self, d: int, block_n: int, consumers: int, o_tma: bool = False, q_buffers: int = 1,
-                 pingpong: bool = PINGPONG, align_end: bool = False, skip_idle: bool = False):
+                 pingpong: bool = PINGPONG, align_end: bool = False, skip_idle: bool = False, stages: int = STAGES):
         self.d, self.block_n, self.consumers, self.o_tma, self.q_buffers = d, block_n, consumers, o_tma, q_buffers
-        self.pingpong, self.align_end, self.skip_idle = pingpong, align_end, skip_idle
+        self.pingpong, self.align_end, self.skip_idle, self.stages = pingpong, align_end, skip_idle, stages
         self.block_m = 64 * consumers
         self.threads = 128 * (consumers + 1)
         # The Q tiles, STAGES K tiles and STAGES V tiles, O's staging (O_TMA), 1 KB to align them to the swizzle
         # atom, 1 KB for barriers.
-        self.smem = (self.block_m * d * (q_buffers + (1 if o_tma else 0)) + 2 * STAGES * block_n * d) * 2 + 2048
+        self.smem = (self.block_m * d * (q_buffers + (1 if o_tma else 0)) + 2 * stages * block_n * d) * 2 + 2048
         # O_TMA, Q_BUFFERS, ALIGN_END and SKIP_IDLE only where set: the other builds' flags (and so their cached
         # cubins) as before.
         self.modules = {dtype: load_module("attention.cu", defines={
-            "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": STAGES, "PINGPONG": pingpong, "OVERLAP": OVERLAP,
+            "BLOCK_N": block_n, "CONSUMERS": consumers, "STAGES": stages, "PINGPONG": pingpong, "OVERLAP": OVERLAP,
             "ORDER": ORDER, **({"O_TMA": 1} if o_tma else {}), **({"Q_BUFFERS": 2} if q_buffers == 2 else {}),
             **({"ALIGN_END": 1} if align_end else {}), **({"SKIP_IDLE": 1} if skip_idle else {}),
             "KERNEL_FP16": dtype == "fp16", "KERNEL_D": d,
@@ -204,7 +205,8 @@ def _plans() -> dict[str, Plan]:
         entry = TABLE.get(name, {})
         key = (d, entry.get("BLOCK_N", BLOCK_N), entry.get("WARPGROUPS", CONSUMERS), entry.get("O_TMA", O_TMA),
                entry.get("Q_BUFFERS", Q_BUFFERS), entry.get("PINGPONG", PINGPONG),
-               entry.get("CAUSAL_ALIGN_END", CAUSAL_ALIGN_END), entry.get("SKIP_IDLE", SKIP_IDLE))
+               entry.get("CAUSAL_ALIGN_END", CAUSAL_ALIGN_END), entry.get("SKIP_IDLE", SKIP_IDLE),
+               entry.get("STAGES", STAGES))
         if key not in builds:
             builds[key] = _Build(*key)
         plans[name] = Plan(builds[key], entry.get("PERSISTENT", PERSISTENT),
@@ -283,7 +285,7 @@ def launcher(planned: Plan, q, k, v, o, causal, sm_scale):
     if build.d != D:
         raise ValueError(f"this build is for head dim {build.d}, not {D}")
     if build.smem > _SMEM_LIMIT:
-        raise ValueError(f"BLOCK_N={build.block_n}, STAGES={STAGES} with {build.consumers} consumer warpgroups"
+        raise ValueError(f"BLOCK_N={build.block_n}, STAGES={build.stages} with {build.consumers} consumer warpgroups"
                          f"{' and O_TMA' if build.o_tma else ''}{' and Q_BUFFERS=2' if build.q_buffers == 2 else ''}"
                          f" need {build.smem} bytes of shared memory at D={D}: over {_SMEM_LIMIT}")
     group = Hq // Hkv
