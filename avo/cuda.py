@@ -37,12 +37,12 @@ from typing import Any
 
 from avo.cuda_source import (HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers,
                              performance_notices, trim_log, whole_elf)
-from avo.cuda_launch import Launch, _arg_bytes, _arg_key, _device_of, _dims, current_stream
+from avo.cuda_launch import KeptLaunches, Launch, _arg_bytes, _arg_key, _device_of, _dims, current_stream
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
-__all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "Launch", "TensorMap",
-           "check_includes", "current_stream", "declared_builds", "load_module", "prepare", "target_arch", "tensor_map",
-           "trim_log"]
+__all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "KeptLaunches", "Launch",
+           "TensorMap", "check_includes", "current_stream", "declared_builds", "load_module", "prepare", "target_arch",
+           "tensor_map", "trim_log"]
 
 BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
 _DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -168,7 +168,7 @@ class CudaModule:
         self._mapping: dict[str, str] = {}
         self._functions: dict[tuple[int, str], Any] = {}
         self._smem_limits: dict[tuple[int, str], int] = {}
-        self._launches: dict[tuple, Launch] = {}
+        self._launches = KeptLaunches(_KEPT_LAUNCHES)
 
     def options(self, arch: str) -> tuple[str, ...]:
         system = cuda_include_dir()
@@ -205,21 +205,8 @@ class CudaModule:
         """Launch kernel `name` on torch's current stream of the tensors' device. The launch is prepared once per
         kernel, grid, block, shared memory and arguments (tensors by address, tensor maps by identity, numbers by
         type and value) and kept, since a wrapper's calls repeat them."""
-        try:
-            key = (name, grid, block, shared_mem, *map(_arg_key, args))
-            ready = self._launches.get(key)
-        except TypeError:  # an unhashable grid or argument: launched unkept (launcher says what is wrong)
-            key, ready = None, None
-        if ready is None:
-            ready = self.launcher(name, grid, block, args, shared_mem=shared_mem)
-            if key is not None:
-                self._launches[key] = ready
-                while len(self._launches) > _KEPT_LAUNCHES:
-                    try:
-                        del self._launches[next(iter(self._launches))]  # the oldest
-                    except (RuntimeError, KeyError, StopIteration):  # another thread's launch changed it meanwhile
-                        break
-        ready()
+        key = (name, grid, block, shared_mem, *map(_arg_key, args))
+        self._launches.get(key, lambda: self.launcher(name, grid, block, args, shared_mem=shared_mem))()
 
     def launcher(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...], args: tuple,
                  *, shared_mem: int = 0) -> Launch:

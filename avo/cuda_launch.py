@@ -23,7 +23,7 @@ from typing import Any
 
 from avo.cuda_tensor_map import TensorMap
 
-__all__ = ["Launch", "current_stream", "pack"]
+__all__ = ["KeptLaunches", "Launch", "current_stream", "pack"]
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 _MAP_ALIGN = 64
@@ -64,18 +64,58 @@ class Launch:
     def __call__(self) -> None:
         import torch
 
-        stream = current_stream(self.device)
         if torch.cuda.current_device() == self.device:
-            status = _driver().cuLaunchKernel(self.function, *self.dims, self.shared_mem, stream, self.params, None)
+            self._queue()
         else:
             with torch.cuda.device(self.device):
-                status = _driver().cuLaunchKernel(self.function, *self.dims, self.shared_mem, stream, self.params,
-                                                  None)
+                self._queue()
+
+    def _queue(self) -> None:
+        stream = current_stream(self.device)
+        status = _driver().cuLaunchKernel(self.function, *self.dims, self.shared_mem, stream, self.params, None)
         if status == _INVALID_CONTEXT:  # a thread that never touched the runtime has no current context yet
             _make_current(self.device)
             status = _driver().cuLaunchKernel(self.function, *self.dims, self.shared_mem, stream, self.params, None)
         if status:
             raise RuntimeError(f"cuLaunchKernel refused {self.name}: {_error_name(status)}")
+
+
+class KeptLaunches:
+    """Prepared launches by a key the caller chooses (everything a launch depends on), the oldest dropped past
+    `limit`: the same buffers come back call after call, so a call is a dictionary lookup and the driver's launch.
+
+        _LAUNCHES = KeptLaunches(64)
+        _LAUNCHES.get((a.data_ptr(), c.data_ptr(), M, N, K), lambda: module.launcher(...))()
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._kept: dict = {}
+
+    def get(self, key, prepare) -> Launch:
+        """The launch kept under `key`, or `prepare()`'s, kept from now on (an unhashable key's is not kept: `prepare`
+        says what is wrong with the arguments)."""
+        try:
+            ready = self._kept.get(key)
+        except TypeError:
+            return prepare()
+        if ready is None:
+            ready = self._kept[key] = prepare()
+            while len(self._kept) > self.limit:
+                try:
+                    del self._kept[next(iter(self._kept))]  # the oldest
+                except (RuntimeError, KeyError, StopIteration):  # another thread's launch changed it meanwhile
+                    break
+        return ready
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def keys(self):
+        return self._kept.keys()
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def current_stream(device: int) -> int:
@@ -153,15 +193,23 @@ def _int32(value: int) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _converters() -> tuple[dict, Any, type, Any, Any]:
-    """Conversions by exact type (each argument of each new launch), numpy's int32, torch.Tensor, and packers of a
-    C int and of a pointer."""
+def _converters() -> tuple[dict, Any]:
+    """Conversions by exact type, for each argument of each new launch, and numpy's int32."""
     import numpy
     import torch
 
-    return ({torch.Tensor: lambda t: numpy.uint64(t.data_ptr()), TensorMap: lambda m: m.arg, int: _int32,
-             bool: numpy.bool_, float: numpy.float32}, numpy.int32, torch.Tensor, struct.Struct("<i").pack,
-            struct.Struct("<Q").pack)
+    return {torch.Tensor: lambda t: numpy.uint64(t.data_ptr()), TensorMap: lambda m: m.arg, int: _int32,
+            bool: numpy.bool_, float: numpy.float32}, numpy.int32
+
+
+@functools.lru_cache(maxsize=1)
+def _tensor() -> type:
+    import torch
+
+    return torch.Tensor
+
+
+_C_INT, _C_POINTER = struct.Struct("<i").pack, struct.Struct("<Q").pack
 
 
 def _arg_key(value: Any) -> Any:
@@ -172,8 +220,7 @@ def _arg_key(value: Any) -> Any:
         return value
     if kind in (int, float, bool):
         return kind, value
-    tensor = _converters()[2]
-    return value.data_ptr() if isinstance(value, tensor) else (kind, value)
+    return value.data_ptr() if isinstance(value, _tensor()) else (kind, value)
 
 
 def _arg_bytes(value: Any) -> tuple[bytes, int]:
@@ -182,9 +229,9 @@ def _arg_bytes(value: Any) -> tuple[bytes, int]:
     if kind is TensorMap:
         return value.raw, 64
     if kind is int and -2**31 <= value < 2**31:
-        return _converters()[3](value), 4
-    if kind is _converters()[2]:
-        return _converters()[4](value.data_ptr()), 8
+        return _C_INT(value), 4
+    if kind is _tensor():
+        return _C_POINTER(value.data_ptr()), 8
     raw = _kernel_arg(value).tobytes()
     return raw, 64 if len(raw) == 128 else min(len(raw), 8)
 

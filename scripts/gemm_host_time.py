@@ -119,7 +119,7 @@ def pieces(fn) -> None:
     args = (*maps, c, M, N, K, c, c, planned.whole, planned.splits, planned.stream, planned.lanes)
     grid = min(planned.units, g["_sm_count"](a.device) // build.cluster_m) * build.cluster_m
     launch = module.launcher(name, grid, build.threads, args, shared_mem=build.smem)
-    key = next(iter(g["_LAUNCHES"]))  # the call above's
+    key = next(iter(g["_LAUNCHES"].keys()))  # the call above's
     steps = {
         "gemm(a, b)": lambda: fn(a, b),
         "torch.matmul(a, b)": lambda: torch.matmul(a, b),
@@ -127,11 +127,11 @@ def pieces(fn) -> None:
         "3 tensor_map lookups": lambda: (tensor_map(a, box=(build.block_m, 64)), tensor_map(b.t(), box=(64, 64)),
                                          tensor_map(c, box=(64, 64))),
         "13 _kernel_arg": lambda: tuple(_kernel_arg(x) for x in args),
-        "module.launch (unprepared)": lambda: module.launch(name, grid, build.threads, args, shared_mem=build.smem),
+        "module.launch (kept)": lambda: module.launch(name, grid, build.threads, args, shared_mem=build.smem),
         "module.launcher (prepare)": lambda: module.launcher(name, grid, build.threads, args, shared_mem=build.smem),
         "prepared launch()": launch,
         "current_stream": lambda: current_stream(0),
-        "launch lookup": lambda: g["_LAUNCHES"].get(key),
+        "launch lookup": lambda: g["_LAUNCHES"].get(key, None),
         "1 tensor map encoded (a miss)": lambda: _encode(c, (64, 64), 128),
     }
     for label, step in steps.items():

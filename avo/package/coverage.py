@@ -9,6 +9,7 @@ from its name, which the task builds from its shape (a dtype or magnitude suffix
 from __future__ import annotations
 
 import re
+import statistics
 
 from avo.errors import UserError
 from avo.evaluate.result import geomean
@@ -96,8 +97,6 @@ def library_faster(task, result, *, weigh_host: bool = True) -> dict:
 def _host_costs(cases) -> tuple[float, float] | None:
     """(GPU µs the kernel saves per call, host µs it adds per call) over one shape's cases, medians; None where a
     case lacks a figure."""
-    import statistics
-
     fields = ("ms", "library_ms", "host_us", "library_host_us")
     if any(getattr(c, f, None) is None for c in cases for f in fields):
         return None

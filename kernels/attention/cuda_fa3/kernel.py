@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import current_stream, load_module, tensor_map
+from avo.cuda import KeptLaunches, current_stream, load_module, tensor_map
 
 # The shared configuration: every knob below serves every bucket that has no entry of its own for it, and BLOCK_N,
 # PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past MID_S: the bench suite's shapes from
@@ -256,19 +256,12 @@ def attention(q, k, v, causal, sm_scale):
     # arguments and the stream (a DYNAMIC walk's counter is the stream's).
     key = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), q.shape, Hkv, q.dtype, bool(causal),
            float(sm_scale), current_stream(q.get_device()))
-    ready = _LAUNCHES.get(key)
-    if ready is None:
-        ready = _LAUNCHES[key] = launcher(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale)
-        while len(_LAUNCHES) > _KEPT_LAUNCHES:
-            del _LAUNCHES[next(iter(_LAUNCHES))]  # the oldest
-    ready()
+    _LAUNCHES.get(key, lambda: launcher(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale))()
     return o
 
 
-_LAUNCHES: dict = {}
-"""Calls' launches, prepared (avo.cuda's launcher), by what they depend on: the same buffers come back call after
-call, so a call's host time is a dictionary lookup and the driver's launch."""
-_KEPT_LAUNCHES = 64
+_LAUNCHES = KeptLaunches(64)
+"""Calls' launches, prepared, by what they depend on (avo.cuda's KeptLaunches)."""
 
 
 def launch(planned: Plan, q, k, v, o, causal, sm_scale):

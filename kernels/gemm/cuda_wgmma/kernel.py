@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import current_stream, load_module, tensor_map
+from avo.cuda import KeptLaunches, current_stream, load_module, tensor_map
 
 # The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
 # (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
@@ -341,10 +341,9 @@ READS_TRANSPOSED_B = True
 no copy; avo package routes nn.Linear to such a kernel (checking its answer once per shape)."""
 
 
-_LAUNCHES: dict = {}
-"""Calls' launches, prepared (avo.cuda's launcher), by what they depend on: the same buffers come back call after
-call, so a call's host time is a dictionary lookup and the driver's launch. Emptied when a workspace is replaced."""
-_KEPT_LAUNCHES = 64
+_LAUNCHES = KeptLaunches(64)
+"""Calls' launches, prepared, by what they depend on (avo.cuda's KeptLaunches); emptied when a workspace is
+replaced."""
 
 
 def gemm(a, b):
@@ -366,13 +365,7 @@ def gemm(a, b):
     # Everything the launch depends on: the addresses and shapes (a and c are contiguous, b is or is read K-major),
     # the dtype and the stream (split calls' workspace is the stream's).
     key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, k_major, a.dtype, current_stream(a.get_device()))
-    ready = _LAUNCHES.get(key)
-    if ready is None:
-        ready = _launcher(a, b, c, k_major)
-        _LAUNCHES[key] = ready
-        while len(_LAUNCHES) > _KEPT_LAUNCHES:
-            del _LAUNCHES[next(iter(_LAUNCHES))]  # the oldest
-    ready()
+    _LAUNCHES.get(key, lambda: _launcher(a, b, c, k_major))()
     return c
 
 
