@@ -240,7 +240,7 @@ step_package() {
 
 # Host time per call, piece by piece: the GEMM wrapper's (scripts/gemm_host_time.py --pieces) and an attention
 # call's, cuDNN's, the cuda_fa3 wrapper's and the 1B package's routed one, with the tensor maps encoded anew per
-# forward of Llama-3.2-1B's block (scripts/attention_host_time.py --profile), kept in $OUT/host_time.txt.
+# kernel call in Llama-3.2-1B's block (scripts/attention_host_time.py --profile), kept in $OUT/host_time.txt.
 step_host_time() {
   { timeout 120 python3 scripts/gemm_host_time.py --pieces
     timeout 200 python3 scripts/attention_host_time.py --profile; } 2>&1 | tee "$OUT/host_time.txt" \
