@@ -105,12 +105,13 @@ def _needed() -> list[Path]:
 
 
 def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Sequence[Path] = (),
-            readable: Sequence[Path] = (), bwrap: str | None = None) -> list[str]:
+            readable: Sequence[Path] = (), bwrap: str | None = None, cwd_as: str | None = None) -> list[str]:
     """`cmd` wrapped in bwrap: `writable` folders bound read-write, `readable` ones (e.g. a task file's folder)
-    read-only, the hidden roots masked; it starts in `cwd`. Where a path the worker needs lies under a masked root,
-    it is bound back read-only; a masked root inside it (a checkout under /tmp or the home folder that holds the
-    runs folder) is masked again on top of it. `readable` paths are bound last: a candidate folder inside the runs
-    folder stays readable, the rest of the runs folder does not."""
+    read-only, the hidden roots masked; it starts in `cwd`, or with `cwd_as` (a path under /tmp) in `cwd` bound
+    there too, so that every sandbox started so sees the same working directory. Where a path the worker needs lies
+    under a masked root, it is bound back read-only; a masked root inside it (a checkout under /tmp or the home
+    folder that holds the runs folder) is masked again on top of it. `readable` paths are bound last: a candidate
+    folder inside the runs folder stays readable, the rest of the runs folder does not."""
     bwrap = bwrap or find()
     if bwrap is None:
         raise UserError(f"no sandbox: {why_unavailable()}: {INSTALL}")
@@ -135,5 +136,11 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
     for path in writable:
         real = os.path.realpath(path)
         args += ["--bind", real, real]
-    args += ["--chdir", os.path.realpath(cwd), "--", *cmd]
+    start = os.path.realpath(cwd)
+    if cwd_as is not None:
+        if Path("/tmp") not in Path(cwd_as).parents:
+            raise ValueError(f"cwd_as must lie under the sandbox's own /tmp, not {cwd_as}")
+        args += ["--bind", start, cwd_as]
+        start = cwd_as
+    args += ["--chdir", start, "--", *cmd]
     return args

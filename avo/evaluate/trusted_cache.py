@@ -1,9 +1,10 @@
 """The compile caches a sandboxed worker starts with: what a worker builds before any candidate exists in it.
 
-Each sandboxed worker has private, fresh Triton/CuPy/Inductor caches (worker_process.CACHES), since a binary one
-candidate planted in a shared cache would run as another's. Fresh, they cost every worker the same builds: Triton's
-driver stub (`cuda_utils`, gcc), before Triton 3.9 the warm-up kernel's launcher (gcc again), the warm-up kernel
-itself (seen on the H200: 5.9 s start-up sandboxed, 3.7 s not). Those builds are trusted when they come from a
+Each sandboxed worker has private, fresh Triton/CuPy/Inductor caches and driver JIT cache (worker_process.CACHES),
+since a binary one candidate planted in a shared cache would run as another's. Fresh, they cost every worker the
+same builds: Triton's driver stub (`cuda_utils`, gcc), before Triton 3.9 the warm-up kernel's launcher (gcc again),
+the warm-up kernel itself (seen on the H200: 5.9 s start-up sandboxed, 3.7 s not), the library's kernels the driver
+compiles from PTX (cuDNN's, per attention shape). Those builds are trusted when they come from a
 set-up-only worker: one that finished its set-up (`prepare`: avo's code and the task's) and was never sent a request,
 so no candidate code ever ran in it; it is killed before its caches are copied out (`take`), so nothing writes them
 during the copy. The copy lives under avo's cache root (`trusted-caches/<key>`, or `$AVO_TRUSTED_CACHE_DIR/<key>`),
@@ -41,9 +42,9 @@ ENV_VAR = "AVO_TRUSTED_CACHE_DIR"
 its modules' private cache roots, so each module does not set a worker up for nothing but its builds)."""
 ENV_PREFIXES = ("TRITON_", "CUDA_", "NVIDIA_", "CUPY_", "TORCHINDUCTOR_", "TORCH_CUDA_ARCH", "NVCC_")
 ENV_NAMES = ("CC", "CXX", "PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH")
-ENV_IGNORED = ("CUDA_VISIBLE_DEVICES",)
+ENV_IGNORED = ("CUDA_VISIBLE_DEVICES", "CUDA_CACHE_PATH")
 """Which GPU of a kind a worker uses changes no build (the GPU kind is keyed from the set-up), nor do the cache
-folders' own locations (every `*_CACHE_DIR`)."""
+folders' own locations (every `*_CACHE_DIR`, and the driver's `CUDA_CACHE_PATH`)."""
 GROUP_PREFIX = "__grp__"
 _lock = threading.Lock()
 _failed: set[str] = set()

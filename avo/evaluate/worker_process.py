@@ -43,10 +43,19 @@ from avo.evaluate.judge import Judge, warm as warm_judging
 from avo.util import procs
 
 READY = b"ready"
-CACHES = {"TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy", "TORCHINDUCTOR_CACHE_DIR": "inductor"}
+CACHES = {"TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+          "CUDA_CACHE_PATH": "cuda"}
 """A sandboxed worker's compile caches, private to its box: a kernel binary one candidate planted in a shared cache
 would otherwise run as another candidate's. Each starts as its own copy of the trusted builds (trusted_cache.py);
-nothing a candidate compiles is reused."""
+nothing a candidate compiles is reused. `CUDA_CACHE_PATH` is the driver's JIT cache: the library's kernels the driver
+compiles from PTX in the set-up (cuDNN's attention kernels, per shape: 3.0 s of first calls on the attention bench
+suite with it empty, 1.3-1.8 s with it holding them, on the H200) are compiled once, by the set-up-only worker."""
+
+SANDBOX_CWD = "/tmp/avo-work"
+"""Where a sandboxed worker's working folder appears inside its sandbox: the same path in every worker. cuDNN's
+runtime-compiled attention kernels carry the working directory in their PTX, so the driver's JIT cache would hold
+nothing for a worker started in another folder (on the H200: 18 of the 19 kernels of the set-up compiled again,
+2.2-3.3 s of its library calls)."""
 
 
 class WorkerProcess:
@@ -83,7 +92,7 @@ class WorkerProcess:
         cmd = [sys.executable, "-m", "avo.evaluate.worker", "--ready-fd", str(ready_write),
                "--result-fd", str(result_write), "--refs-fd", str(refs_write), "--check-fd", str(check_write)]
         if wrap is not None:
-            cmd = wrap(cmd, writable=[self.path], cwd=workdir)
+            cmd = wrap(cmd, writable=[self.path], cwd=workdir, cwd_as=SANDBOX_CWD)
         try:
             self.proc = procs.popen(cmd, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=self._out,
                                     stderr=self._err, pass_fds=(ready_write, result_write, refs_write, check_write))

@@ -79,6 +79,23 @@ def test_the_sandbox_masks_the_home_and_runs_folders_but_not_python(tmp_path, mo
     assert int(out.split()[-1]) <= 4  # bwrap, sh and what sh runs: no process of avo's or this machine's
 
 
+@needs.bwrap
+def test_sandboxes_started_in_different_folders_see_one_working_directory(tmp_path):
+    """Every evaluation worker starts in the same path (what cuDNN's runtime-compiled kernels embed of it), and what
+    it writes there lands in its own folder."""
+    seen = []
+    for name in ("first", "second"):
+        box = tmp_path / name
+        box.mkdir()
+        cmd = sandbox.command(["sh", "-c", f"pwd; echo {name} > made"], writable=[box], cwd=box,
+                              cwd_as="/tmp/avo-work")
+        seen.append(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip())
+        assert (box / "made").read_text().strip() == name
+    assert seen == ["/tmp/avo-work", "/tmp/avo-work"]
+    with pytest.raises(ValueError, match="/tmp"):
+        sandbox.command(["true"], writable=[tmp_path], cwd=tmp_path, cwd_as="/usr/work")
+
+
 def _gemm_result(ms: float) -> EvalResult:
     case = tasks.load("gemm").cases("bench")[0]  # 4096^3: 137 GFLOP, 100 MB
     return EvalResult(status="correct", fitness=2.0, timing_source="gpu",

@@ -141,7 +141,8 @@ def test_triton_group_files_are_moved_to_each_box_and_links_are_refused(tmp_path
 def test_the_key_follows_the_toolchain_and_not_which_gpu_or_cache_folder(tmp_path):
     setup, env = {"device": "cuda", "gpu": "h200"}, {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0"}
     base = trusted_cache.key(setup, env)
-    assert trusted_cache.key(setup, {**env, "CUDA_VISIBLE_DEVICES": "3", "TRITON_CACHE_DIR": str(tmp_path)}) == base
+    assert trusted_cache.key(setup, {**env, "CUDA_VISIBLE_DEVICES": "3", "TRITON_CACHE_DIR": str(tmp_path),
+                                     "CUDA_CACHE_PATH": str(tmp_path / "nv")}) == base
     for changed in ({**env, "CC": "clang"}, {**env, "TRITON_PTXAS_PATH": "/opt/ptxas"}, {**env, "PATH": "/opt/bin"}):
         assert trusted_cache.key(setup, changed) != base
     assert trusted_cache.key({"device": "interpret", "gpu": "h200"}, env) != base

@@ -1,6 +1,8 @@
 """On a GPU: the trusted builds are Triton's driver stub and the warm-up kernel (and, before Triton 3.9, its
 launcher), and a sandboxed worker seeded with them sets up without building them again (Triton replaces a cache file
-it rebuilds, so every seeded file keeps its inode)."""
+it rebuilds, so every seeded file keeps its inode). For attention they hold the kernels the driver compiled from
+cuDNN's PTX in the set-up, and a seeded worker's set-up compiles none of them again (its driver cache gains no
+file)."""
 
 from __future__ import annotations
 
@@ -37,5 +39,26 @@ def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_
         after = {rel: os.stat(cache / rel).st_ino for rel, _ in safe_files.regular_files(cache)}
         assert {rel: after.get(rel) for rel in seeded} == seeded  # nothing rebuilt
         assert not [rel for rel in after if rel not in seeded and rel.endswith(".so")]  # no stub or launcher built
+    finally:
+        worker.discard()
+
+
+def test_a_seeded_attention_worker_finds_the_librarys_jit_compiled_kernels_in_its_driver_cache(tmp_path, monkeypatch):
+    from avo.gpus import resolve
+
+    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
+    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)
+    evaluator = Evaluator("attention", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
+    setup, env = evaluator.setup(), scrubbed_env("cuda")
+    worker = WorkerProcess(setup, env, wrap=sandbox.command)
+    try:
+        trusted = trusted_cache.folder(trusted_cache.key(setup, env))
+        jitted = [rel for rel, _ in safe_files.regular_files(trusted) if rel.startswith("cuda/")]
+        assert len(jitted) > 1, jitted  # the index and the kernels cuDNN had the driver compile
+        driver_cache = worker.path / "cache" / "cuda"
+        seeded = {rel for rel, _ in safe_files.regular_files(driver_cache)}
+        assert worker.ready(300), worker.stderr_tail(3000)
+        added = {rel for rel, _ in safe_files.regular_files(driver_cache)} - seeded
+        assert not added, f"the seeded worker's set-up compiled {len(added)} kernels its copy did not hold"
     finally:
         worker.discard()
