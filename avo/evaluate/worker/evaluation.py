@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from avo.evaluate import guards
 from avo.evaluate.cuda_compile import has_cuda_sources, no_gpu_outcome
@@ -133,9 +133,10 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     ctx = Context(task=task, device=setup["device"], gpu=PROFILES[setup["gpu"]], config=config,
                   seed=seed, progress=progress, check_suite=setup["check_suite"],
                   bench_suite=setup.get("bench_suite") or "")
-    # The references first, by a process of their own forked before this one touches the GPU (references.py).
+    # The references first, by a process of their own forked before this one touches the GPU (references.py); it
+    # computes them while this one goes on with its set-up, and is waited for at the end of it.
     parts.start("references")
-    ctx.judge = _judge(ctx, setup)
+    ctx.judge, references_done = _judge(ctx, setup)
     base = _base_fields(ctx)
     # Before any Sentinel exists, so that nothing the reference or the library does reads as the candidate's. (The
     # recorder's dispatch mode imports no torch._dynamo: guards/modes.py.)
@@ -146,6 +147,8 @@ def prepare(setup: dict, progress: Progress) -> Prepared:
     parts.start("warm")
     _warm_toolchain(ctx)
     ctx.compile_pool = _compile_pool(ctx)  # its threads start before any Sentinel: the evaluator's own
+    parts.start("references")
+    references_done()  # before the set-up is reported done: no candidate code runs while the producer does
     parts.stop()
     return Prepared(ctx, forbidden, base, parts.seconds, max(0.0, startup), time.time())
 
@@ -213,13 +216,14 @@ def _forbidden(ctx: Context, known: list[str] | None = None) -> frozenset[str]:
     return forbidden
 
 
-def _judge(ctx: Context, setup: dict) -> Any:
+def _judge(ctx: Context, setup: dict) -> tuple[Any, Callable[[], None]]:
+    """The judge, and what waits for the references' producer (nothing to wait for in-process)."""
     from avo.evaluate.worker import references
 
     if setup.get("refs_fd") is None:
-        return references.LocalJudge(ctx)
-    references.produce_apart(ctx, setup["refs_fd"])
-    return references.ChannelJudge(setup["check_fd"], sys.stdin)
+        return references.LocalJudge(ctx), lambda: None
+    done = references.produce_apart(ctx, setup["refs_fd"])
+    return references.ChannelJudge(setup["check_fd"], sys.stdin), done
 
 
 def _bench_ops(ctx: Context) -> dict[str, frozenset[str]]:

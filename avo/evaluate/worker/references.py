@@ -1,9 +1,10 @@
 """The worker's side of the check suite's judging (avo/evaluate/judge.py says why it is judged outside).
 
-`produce_apart` forks a producer before the worker touches the GPU: it draws each check case's inputs exactly as the
-check stage will (check.check_inputs), computes the task's exact reference and, for float32 cases, the library's
-own error against it (precision parity), writes them as frames on the references pipe and exits; the worker closes
-its copy of that pipe unread. No reference tensor ever exists in the worker, on the host or the GPU.
+`produce_apart` forks a producer before the worker touches the GPU (the worker's set-up goes on beside it): it
+draws each check case's inputs exactly as the check stage will (check.check_inputs), computes the task's exact
+reference and, for float32 cases, the library's own error against it (precision parity), writes them as frames on
+the references pipe and exits; the worker closes its copy of that pipe unread. No reference tensor ever exists in
+the worker, on the host or the GPU.
 
 Then, per candidate, `ChannelJudge` sends each check output to avo and, once the candidate's check suite is done,
 waits on stdin for the verdict. `LocalJudge` does the same in-process, for scripts that run an evaluation without
@@ -16,7 +17,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from avo.evaluate import frames
 
@@ -40,9 +41,11 @@ def references(ctx: Any):
         del inputs, ref
 
 
-def produce_apart(ctx: Any, fd: int) -> None:
-    """The references written on `fd` by a forked child; the worker waits for it and keeps no copy of `fd`. A child
-    that fails leaves the references cut short, which avo reports as the evaluation's crash."""
+def produce_apart(ctx: Any, fd: int) -> Callable[[], None]:
+    """The references written on `fd` by a forked child; the worker keeps no copy of `fd` and goes on with its set-up
+    meanwhile (avo reads the pipe as it fills). Returns what waits for the child, which the set-up calls before it
+    is done, so the child has exited before any candidate code runs. A child that fails leaves the references cut
+    short, which avo reports as the evaluation's crash, and its wait raises."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -61,11 +64,15 @@ def produce_apart(ctx: Any, fd: int) -> None:
             sys.stderr.flush()
             os._exit(code)
     os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise RuntimeError(f"the check suite's references could not be computed (their process ended with status "
-                           f"{status}; its traceback is above)")
     _restart_blas_threads()
+
+    def done() -> None:
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError(f"the check suite's references could not be computed (their process ended with "
+                               f"status {status}; its traceback is above)")
+
+    return done
 
 
 def _restart_blas_threads() -> None:
