@@ -1,8 +1,8 @@
 """Where a packaged block's forward spends its time under patch(), per variant (the library alone, the attention
 package, both packages), eager and under torch.compile: the forward's milliseconds (CUDA events around one forward,
 median of N), the host's microseconds to queue it (the call's return, the GPU idle before it), the GPU kernels one
-forward runs (count and summed duration, torch.profiler) and, compiled, the graphs and graph breaks Dynamo made
-under the patches.
+forward runs (count and summed duration, torch.profiler); with --host-profile the host's busiest functions, with
+--graphs the graphs and graph breaks Dynamo makes under the patches.
 
     python3 scripts/package_block_overhead.py --seq 1024 4096
 """
@@ -67,10 +67,25 @@ def kernels(fn, x) -> tuple[int, float]:
     return len(events), sum(e.device_time for e in events)
 
 
+def host_profile(fn, x) -> None:
+    """cProfile of 20 forwards: the functions with the most time of their own."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(20):
+        fn(x)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seq", type=int, nargs="+", default=[1024])
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--host-profile", action="store_true", help="the host's busiest functions in 20 forwards")
+    parser.add_argument("--graphs", action="store_true", help="Dynamo's graphs and graph breaks under the patches")
     args = parser.parse_args()
 
     import torch
@@ -92,14 +107,19 @@ def main() -> None:
                         fn = torch.compile(model) if mode == "compiled" else model
                         for _ in range(3):
                             fn(x)
-                        graphs = ""
-                        if mode == "compiled":
-                            explained = torch._dynamo.explain(model)(x)
-                            graphs = f"; graphs {explained.graph_count}, breaks {explained.graph_break_count}"
                         ms, host = forward_ms(fn, x, args.calls), host_us(fn, x, args.calls)
                         count, busy = kernels(fn, x)
-                    print(f"S {seq} {mode:8s} {name:15s} forward {ms:.3f} ms, host {host:7.1f} µs to queue, "
-                          f"{count} kernels {busy:7.1f} µs{graphs}", flush=True)
+                        print(f"S {seq} {mode:8s} {name:15s} forward {ms:.3f} ms, host {host:7.1f} µs to queue, "
+                              f"{count} kernels {busy:7.1f} µs", flush=True)
+                        if args.host_profile:
+                            host_profile(fn, x)
+            if args.graphs:
+                for name, chosen in variants.items():
+                    torch._dynamo.reset()
+                    with patched(chosen):
+                        explained = torch._dynamo.explain(model)(x)
+                    print(f"S {seq} {name}: graphs {explained.graph_count}, breaks {explained.graph_break_count}, "
+                          f"{sum(len(g.graph.nodes) for g in explained.graphs)} nodes", flush=True)
 
 
 if __name__ == "__main__":
