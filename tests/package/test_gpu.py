@@ -10,6 +10,7 @@ scripts/package_block_profile.py profiles the same block."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -165,7 +166,16 @@ def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compile
           f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
     assert attention.calls["kernel"] > 0
-    if gemm_kernel == "seed":  # reads nn.Linear's weight in place: the projections inside the run's K range, each
+    transposed = importlib.import_module(f"{gemm.__name__}._op")._transposed_verdicts
+    if compiled:  # each linear route was decided while tracing: a call the guard refuses is cuBLAS's own node in the
+        # graph, so none reaches the op only to be sent back, and the op is there only where the kernel runs
+        assert gemm.calls["library"] == 0, report(gemm)
+        if gemm_kernel == "seed":  # the weight read in place where its first call (here, while tracing) timed faster
+            assert transposed and all(v is None or "slower than the library here" in v for v in transposed.values())
+            assert (gemm.calls["kernel"] > 0) == (None in transposed.values()), (transposed, report(gemm))
+        else:
+            assert not gemm.calls, report(gemm)
+    elif gemm_kernel == "seed":  # reads nn.Linear's weight in place: the projections inside the run's K range, each
         # where the first call timed that faster than the library
         timed_slower = sum(n for r, n in gemm.fallbacks.items() if "slower than the library here" in r)
         assert gemm.calls["kernel"] + timed_slower > 0, gemm.fallbacks
