@@ -62,7 +62,8 @@ class WorkerProcess:
     def __init__(self, setup: dict, env: dict[str, str], gated: bool = False,
                  wrap: Callable[..., list[str]] | None = None, seeded: bool = True):
         """`gated`: it only imports until `release()` (another evaluation is using the GPU meanwhile). `wrap`: the
-        sandbox (`wrap(cmd, writable=..., cwd=...)` gives the command line that runs `cmd` in it), None for none.
+        sandbox (`wrap(cmd, writable=..., cwd=..., cwd_as=SANDBOX_CWD)` gives the command line that runs `cmd` in
+        it), None for none.
         `seeded`: a sandboxed worker's caches start with the trusted builds (made first where there are none)."""
         self._tmp = procs.temp_dir("eval")
         self.path = Path(self._tmp.name)
