@@ -10,7 +10,6 @@ scripts/package_block_profile.py profiles the same block."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -166,7 +165,7 @@ def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compile
           f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
     assert attention.calls["kernel"] > 0
-    transposed = importlib.import_module(f"{gemm.__name__}._op")._transposed_verdicts
+    transposed = gemm._op._transposed_verdicts
     if compiled:  # each linear route was decided while tracing: a call the guard refuses is cuBLAS's own node in the
         # graph, so none reaches the op only to be sent back, and the op is there only where the kernel runs
         assert gemm.calls["library"] == 0, report(gemm)

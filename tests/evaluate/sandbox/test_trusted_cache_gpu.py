@@ -7,6 +7,7 @@ file)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,16 +21,21 @@ import needs
 pytestmark = [pytest.mark.gpu, needs.bwrap]
 
 
-def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_up_kernel(tmp_path, monkeypatch):
+def seeded_worker(task: str, tmp_path, monkeypatch) -> tuple[WorkerProcess, Path]:
+    """A sandboxed worker of `task`, seeded from a trusted copy of the test's own (made first), and that copy."""
     from avo.gpus import resolve
 
     monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
     monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)  # its own trusted copy, not the suite's shared one
-    evaluator = Evaluator("gemm", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
+    evaluator = Evaluator(task, device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
     setup, env = evaluator.setup(), scrubbed_env("cuda")
     worker = WorkerProcess(setup, env, wrap=sandbox.command)
+    return worker, trusted_cache.folder(trusted_cache.key(setup, env))
+
+
+def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_up_kernel(tmp_path, monkeypatch):
+    worker, trusted = seeded_worker("gemm", tmp_path, monkeypatch)
     try:
-        trusted = trusted_cache.folder(trusted_cache.key(setup, env))
         names = [rel.rsplit("/", 1)[-1] for rel, _ in safe_files.regular_files(trusted)]
         assert any(name.startswith("cuda_utils") for name in names), names
         assert any(name.startswith("_add_one") and name.endswith(".cubin") for name in names), names
@@ -44,15 +50,8 @@ def test_a_seeded_worker_sets_up_without_rebuilding_the_driver_stub_or_the_warm_
 
 
 def test_a_seeded_attention_worker_finds_the_librarys_jit_compiled_kernels_in_its_driver_cache(tmp_path, monkeypatch):
-    from avo.gpus import resolve
-
-    monkeypatch.setenv("AVO_CACHE_DIR", str(tmp_path / "avo-cache"))
-    monkeypatch.delenv(trusted_cache.ENV_VAR, raising=False)
-    evaluator = Evaluator("attention", device="cuda", gpu=resolve("auto", "cuda"), config=EvalConfig(sandbox="on"))
-    setup, env = evaluator.setup(), scrubbed_env("cuda")
-    worker = WorkerProcess(setup, env, wrap=sandbox.command)
+    worker, trusted = seeded_worker("attention", tmp_path, monkeypatch)
     try:
-        trusted = trusted_cache.folder(trusted_cache.key(setup, env))
         jitted = [rel for rel, _ in safe_files.regular_files(trusted) if rel.startswith("cuda/")]
         assert len(jitted) > 1, jitted  # the index and the kernels cuDNN had the driver compile
         driver_cache = worker.path / "cache" / "cuda"
