@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import re
 import shutil
@@ -51,8 +52,10 @@ def die_with_parent(parent: int | None = None) -> None:
 
 
 def popen(cmd, **kwargs) -> subprocess.Popen:
-    """`subprocess.Popen` in a new session, dying with avo."""
-    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=die_with_parent, **kwargs)
+    """`subprocess.Popen` in a new session, dying with avo: also when avo dies between the fork and the child's
+    request to die with it (the child, no longer avo's, exits before it runs `cmd`)."""
+    return subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                            **kwargs)
 
 
 def kill_group(proc: subprocess.Popen, wait_s: float = 10.0) -> None:

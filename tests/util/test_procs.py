@@ -129,3 +129,15 @@ def test_the_sweep_keeps_the_folders_of_living_processes(tmp_path):
     assert procs.sweep_stale(tmp_path) == [f"avo-eval-{dead.pid}-x"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [f"avo-eval-{os.getpid()}-x", f"avo-eval-{os.getppid()}-x", "avo-eval-notapid"])
+
+
+def test_a_child_whose_starter_died_before_it_could_ask_to_die_with_it_exits_before_running(tmp_path, monkeypatch):
+    """The race a SIGKILL of avo can land in: between the fork and the child's PR_SET_PDEATHSIG the starter dies, and
+    the child, now another process's, would never get the signal. It checks who its parent is and exits instead
+    (staged here by making the starter look like another process to the child)."""
+    made = tmp_path / "ran"
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "getpid", lambda: 1)  # the pid the child will find is not its parent's
+        orphan = procs.popen(["sh", "-c", f"touch {made}"])
+    assert orphan.wait(timeout=60) == 1 and not made.exists()
+    assert procs.popen(["sh", "-c", f"touch {made}"]).wait(timeout=60) == 0 and made.exists()
