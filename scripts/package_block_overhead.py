@@ -2,9 +2,12 @@
 package, both packages), eager and under torch.compile: the forward's milliseconds (CUDA events around one forward,
 median of N), the host's microseconds to queue it (the call's return, the GPU idle before it), the GPU kernels one
 forward runs (count and summed duration, torch.profiler); with --host-profile the host's busiest functions, with
---graphs the graphs and graph breaks Dynamo makes under the patches.
+--graphs the graphs and graph breaks Dynamo makes under the patches; with --kernel-table each GPU kernel's count and
+microseconds in one forward beside the library's, where they differ. --block 8b: the 8B-class block of
+tests/package/test_gpu.py (B 2) under its packages, the GEMM package both as shipped and holding today's seed.
 
     python3 scripts/package_block_overhead.py --seq 1024 4096
+    python3 scripts/package_block_overhead.py --block 8b --seq 2048 --kernel-table
 """
 
 from __future__ import annotations
@@ -67,6 +70,32 @@ def kernels(fn, x) -> tuple[int, float]:
     return len(events), sum(e.device_time for e in events)
 
 
+def kernel_table(fn, x) -> dict[str, list[float]]:
+    """{kernel name: [count, summed µs]} of one forward."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(x)
+        torch.cuda.synchronize()
+    table: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            row = table.setdefault(e.name[:90], [0, 0.0])
+            row[0] += 1
+            row[1] += e.device_time
+    return table
+
+
+def print_table_difference(name: str, table: dict, library: dict) -> None:
+    for kernel in sorted(set(table) | set(library), key=lambda k: -abs(table.get(k, [0, 0])[1]
+                                                                       - library.get(k, [0, 0])[1])):
+        ours, theirs = table.get(kernel, [0, 0.0]), library.get(kernel, [0, 0.0])
+        if ours[0] != theirs[0] or abs(ours[1] - theirs[1]) > max(2.0, 0.03 * theirs[1]):
+            print(f"    {name}: {ours[0]:3d} x {ours[1]:8.1f} µs, library {theirs[0]:3d} x {theirs[1]:8.1f} µs"
+                  f"  {kernel}")
+
+
 def host_profile(fn, x) -> None:
     """cProfile of 20 forwards: the functions with the most time of their own."""
     import cProfile
@@ -86,20 +115,30 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--host-profile", action="store_true", help="the host's busiest functions in 20 forwards")
     parser.add_argument("--graphs", action="store_true", help="Dynamo's graphs and graph breaks under the patches")
+    parser.add_argument("--kernel-table", action="store_true", help="each variant's GPU kernels beside the library's")
+    parser.add_argument("--block", choices=["1b", "8b"], default="1b")
     args = parser.parse_args()
 
     import torch
-    from test_gpu import block
+    from test_gpu import LLAMA_8B, block, build_packages
     from test_gpu_model import LLAMA_1B, build_model_packages
 
-    packages = build_model_packages(Path(tempfile.mkdtemp(prefix="avo-block-")))
-    variants = {"library": (), "attention": (packages["attention"],),
-                "attention+gemm": (packages["attention"], packages["gemm"])}
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; Llama-3.2-1B block, bf16, B 1", flush=True)
+    root = Path(tempfile.mkdtemp(prefix="avo-block-"))
+    if args.block == "1b":
+        packages, dims, batch, fused = build_model_packages(root), LLAMA_1B, 1, True
+        variants = {"library": (), "attention": (packages["attention"],),
+                    "attention+gemm": (packages["attention"], packages["gemm"])}
+    else:
+        packages, dims, batch, fused = build_packages(root), LLAMA_8B, 2, False
+        variants = {"library": (), "attention": (packages["attention"],),
+                    "attention+gemm": (packages["attention"], packages["gemm"]),
+                    "attention+gemm_seed": (packages["attention"], packages["gemm_seed"])}
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {args.block} block, bf16, B {batch}", flush=True)
     with torch.no_grad():
         for seq in args.seq:
-            model = block(LLAMA_1B, 1, seq, fused=True)
-            x = torch.randn(1, seq, LLAMA_1B.hidden, device="cuda", dtype=torch.bfloat16)
+            model = block(dims, batch, seq, fused=fused)
+            x = torch.randn(batch, seq, dims.hidden, device="cuda", dtype=torch.bfloat16)
+            library_table = None
             for mode in ("eager", "compiled"):
                 torch._dynamo.reset()
                 for name, chosen in variants.items():
@@ -109,8 +148,12 @@ def main() -> None:
                             fn(x)
                         ms, host = forward_ms(fn, x, args.calls), host_us(fn, x, args.calls)
                         count, busy = kernels(fn, x)
-                        print(f"S {seq} {mode:8s} {name:15s} forward {ms:.3f} ms, host {host:7.1f} µs to queue, "
+                        print(f"S {seq} {mode:8s} {name:19s} forward {ms:.3f} ms, host {host:7.1f} µs to queue, "
                               f"{count} kernels {busy:7.1f} µs", flush=True)
+                        if args.kernel_table:
+                            table = kernel_table(fn, x)
+                            library_table = library_table if name != "library" else table
+                            print_table_difference(name, table, library_table)
                         if args.host_profile:
                             host_profile(fn, x)
             if args.graphs:
