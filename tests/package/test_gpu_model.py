@@ -7,19 +7,17 @@ figures are printed for BENCHMARKS.md; nothing is asserted about speed."""
 
 from __future__ import annotations
 
-import statistics
 from contextlib import ExitStack
 
 import pytest
 from package_runs import ATTENTION_LLAMA, GEMM_LLAMA, imported, packaged
-from test_gpu import Dims, block, forward_ms
+from test_gpu import TIMED, Dims, alternated_ms, block
 
 from avo.tasks import load, relative_error
 
 pytestmark = pytest.mark.gpu
 
 LLAMA_1B = Dims(2048, 32, 8, 64, 8192)
-ROUNDS = 5
 
 
 def build_model_packages(root) -> dict:
@@ -39,16 +37,6 @@ def _under(packages, forward, x):
         for package in packages:
             stack.enter_context(package.patch())
         return forward(x)
-
-
-def alternated_ms(forward, variants: dict, x) -> dict:
-    """Median forward ms of each variant (name -> the packages patched in), the variants taken in turn ROUNDS times
-    (each turn forward_ms's median of 10), so a drift of the GPU's clock falls on all of them alike."""
-    times = {name: [] for name in variants}
-    for _ in range(ROUNDS):
-        for name, chosen in variants.items():
-            times[name].append(_under(chosen, lambda y: forward_ms(forward, y), x))
-    return {name: statistics.median(ms) for name, ms in times.items()}
 
 
 def _line(ms: dict) -> str:
@@ -89,8 +77,9 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
     else:
         assert att_calls.get("kernel") == 1 and not att_fallbacks, calls['attention']
     # The GEMM run's best won only gate+up (N = 16384); qkv, o and down stay cuBLAS's at these token counts. gate+up
-    # reaches the kernel where its first call timed the kernel reading the weight in place faster than cuBLAS.
+    # reaches the kernel where its first call timed the kernel reading the weight in place worth it: more GPU time
+    # saved than host time added against cuBLAS.
     gemm_calls, gemm_fallbacks = calls['gemm']
     assert gemm_calls.get("kernel", 0) + gemm_calls.get("library", 0) == 4 and gemm_calls.get("kernel", 0) <= 1
-    assert all(r.startswith(("measured slower", "layout (the kernel reads a transposed b slower than the library"))
+    assert all(r.startswith("measured slower") or r.startswith("layout (") and r.endswith(TIMED)
                for r in gemm_fallbacks), gemm_fallbacks

@@ -60,24 +60,33 @@ def test_a_kernel_that_reads_the_transpose_gets_the_weight_as_a_view(runs, tmp_p
     assert _close(first, expected) and torch.equal(first, second)
 
 
-@pytest.mark.parametrize("kernel_ms,library_ms", [(2.0, 1.0), (1.0, 2.0)])
-def test_a_transposed_b_goes_to_the_kernel_only_where_it_was_timed_faster(runs, tmp_path, monkeypatch, kernel_ms,
-                                                                           library_ms):
+_VERDICTS = {  # the stand-in timer's (ms, host µs) for the kernel and the library -> the fallback reason, or None
+    ((2.0, 10.0), (1.0, 10.0)): "layout (the kernel reads a transposed b slower than the library here: 0.500x, "
+                                "timed on this GPU)",
+    ((1.0, 10.0), (2.0, 10.0)): None,
+    ((1.0, 30.0), (1.01, 10.0)): "layout (a transposed b: the kernel saves 10.0 µs of GPU time a call here, no more "
+                                 "than the 20.0 µs of host time it adds; timed on this GPU)",
+    ((1.0, 30.0), (1.03, 10.0)): None,
+}
+
+
+@pytest.mark.parametrize("times", list(_VERDICTS), ids=["slower", "faster", "saves-less-than-host", "saves-more"])
+def test_a_transposed_b_goes_to_the_kernel_only_where_it_was_timed_faster(runs, tmp_path, monkeypatch, times):
     """The run timed row-major operands only: a transposed b's first call times the kernel reading it in place
-    against the library (on a GPU; here the timer is a stand-in and CPU tensors count as timed)."""
-    pkg = _package(runs, tmp_path, f"timed_{int(kernel_ms)}", reads=True)
+    against the library, on the GPU and on the host (on a GPU; here the timer is a stand-in and CPU tensors count as
+    timed). The kernel takes the calls where it saves more GPU time than it adds host time."""
+    pkg = _package(runs, tmp_path, f"timed_{list(_VERDICTS).index(times)}", reads=True)
     runtime = pkg._op
     timed = []
     monkeypatch.setattr(runtime, "_TIMED_ON", ("cpu",))
-    monkeypatch.setattr(runtime, "_best_ms", lambda *calls: timed.append(len(calls)) or [kernel_ms, library_ms])
+    monkeypatch.setattr(runtime, "_best_times", lambda *calls: timed.append(len(calls)) or list(times))
     expected, first, second = _linear_twice(pkg)
     assert timed == [2], "timed once, the kernel and the library"
-    if kernel_ms < library_ms:
+    if _VERDICTS[times] is None:
         assert pkg.calls == {"op": 2, "kernel": 2} and not pkg.fallbacks
     else:
         assert pkg.calls == {"op": 2, "library": 2}
-        assert list(pkg.fallbacks) == ["layout (the kernel reads a transposed b slower than the library here: 0.500x, "
-                                       "timed on this GPU)"]
+        assert list(pkg.fallbacks) == [_VERDICTS[times]]
     assert _close(first, expected) and _close(second, expected)
 
 

@@ -125,7 +125,8 @@ def test_a_traced_linear_route_takes_the_transposed_weights_verdict_where_the_op
                               device_names=[])
     monkeypatch.setattr(pkg._op, "_TIMED_ON", ("cpu",))
     timed = []
-    monkeypatch.setattr(pkg._op, "_best_ms", lambda *calls: timed.append(len(calls)) or [kernel_ms, library_ms])
+    monkeypatch.setattr(pkg._op, "_best_times",
+                        lambda *calls: timed.append(len(calls)) or [(kernel_ms, 10.0), (library_ms, 10.0)])
     linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
     x = torch.randn(9, 40, dtype=torch.bfloat16)
     with pkg.patch():

@@ -6,15 +6,18 @@ covered; any other input, and any call autograd will differentiate, gets torch.m
 nn.Linear computes x @ weight.t(): b is then the transpose of a contiguous [N, K] tensor. The run checked and timed
 the kernel on row-major operands only, so such a b reaches it only when its kernel.py says it reads that layout in
 place (READS_TRANSPOSED_B) and, once per (N, K, dtype, M up to a power of two), its answer there matched its answer
-on the row-major copy and it was faster than the library, both timed then on this GPU (a kernel reads a transposed b
-through other code, at its own speed); while torch.compile traces a route, that first call's check runs then, on
-tensors of the call's shapes, so the graph holds the library's own node wherever the op would refuse. Otherwise the
-library takes the call: copying the weight on every call would cost more than the kernel can gain over cuBLAS.
+on the row-major copy and it saved more GPU time per call than it added host time against the library, both timed then
+on this GPU (a kernel reads a transposed b through other code, at its own speed; a call whose GPU waits on the host
+loses what the kernel adds there, the guard's rule for the run's own shapes); while torch.compile traces a route,
+that first call's check runs then, on tensors of the call's shapes, so the graph holds the library's own node
+wherever the op would refuse. Otherwise the library takes the call: copying the weight on every call would cost more
+than the kernel can gain over cuBLAS.
 """
 
 from __future__ import annotations
 
 import collections
+import time
 
 import torch
 import torch.nn.functional as F
@@ -38,10 +41,11 @@ _verdicts: dict = {}
 """Eager calls' verdicts, by layout (guard.remembered)."""
 _TIMED_ON = ("cuda",)
 _TIMING_ROUNDS, _TIMING_CALLS = 3, 5
-"""A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each."""
+"""A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each, on
+the GPU and on the host."""
 _transposed_verdicts: dict = {}
 """(device, dtype, N, K, M's power of two) -> why the library takes a transposed b there, or None: the kernel's
-answer matched its row-major one, and it was the faster of the two."""
+answer matched its row-major one, and it saved more GPU time than it added host time."""
 
 
 def library(a, b) -> torch.Tensor:
@@ -107,27 +111,34 @@ def _first_transposed_verdict(kernel, a, b) -> str | None:
     if not bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max()):
         return "layout (the kernel's answer for a transposed b differed from its row-major one)"
     if a.device.type in _TIMED_ON:
-        ours_ms, library_ms = _best_ms(lambda: kernel(a, b), lambda: library(a, b))
+        (ours_ms, ours_host), (library_ms, library_host) = _best_times(lambda: kernel(a, b), lambda: library(a, b))
         if ours_ms >= library_ms:
             return ("layout (the kernel reads a transposed b slower than the library here: "
                     f"{library_ms / ours_ms:.3f}x, timed on this GPU)")
+        saved, added = (library_ms - ours_ms) * 1e3, ours_host - library_host
+        if saved <= added:
+            return (f"layout (a transposed b: the kernel saves {saved:.1f} µs of GPU time a call here, no more than "
+                    f"the {added:.1f} µs of host time it adds; timed on this GPU)")
     return None
 
 
-def _best_ms(*calls) -> list[float]:
-    """Each call's best time per call in ms over _TIMING_ROUNDS rounds of _TIMING_CALLS, the calls alternating round
-    by round (CUDA events on the current stream)."""
-    best = [float("inf")] * len(calls)
+def _best_times(*calls) -> list[tuple[float, float]]:
+    """(ms on the GPU, µs of host time) per call of each of `calls`, each the best over _TIMING_ROUNDS rounds of
+    _TIMING_CALLS calls, the calls alternating round by round (CUDA events on the current stream; the host's time
+    to queue the round's calls)."""
+    best = [(float("inf"), float("inf"))] * len(calls)
     for _ in range(_TIMING_ROUNDS):
         for i, call in enumerate(calls):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             call()
             start.record()
+            began = time.perf_counter()
             for _ in range(_TIMING_CALLS):
                 call()
+            host = (time.perf_counter() - began) * 1e6 / _TIMING_CALLS
             end.record()
             end.synchronize()
-            best[i] = min(best[i], start.elapsed_time(end) / _TIMING_CALLS)
+            best[i] = (min(best[i][0], start.elapsed_time(end) / _TIMING_CALLS), min(best[i][1], host))
     return best
 
 
