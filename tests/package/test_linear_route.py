@@ -179,3 +179,29 @@ def test_an_eager_calls_verdict_is_kept_by_layout_and_a_not_yet_one_is_not(runs,
         for _ in range(2):
             torch.matmul(a, b.t().contiguous().t())
     assert judged[-2:] == ["again", "again"]
+
+
+def test_the_linear_routes_verdict_is_kept_by_the_callers_layout(runs, tmp_path, monkeypatch):
+    """nn.Linear's route looks its verdict up by the input's and weight's layout as the caller passed them: the guard
+    (and the transposed weight's first-call check) runs once per layout, every call is still counted, another input
+    shape is judged afresh, and a verdict that says a check could not run yet is asked again next time."""
+    pkg = _package(runs, tmp_path, "kept_linear", reads=True)
+    runtime = pkg._op
+    judged = []
+    refusal = runtime._refusal
+    monkeypatch.setattr(runtime, "_refusal", lambda a, b: judged.append((tuple(a.shape), b.stride())) or refusal(a, b))
+    linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
+    x, wider = torch.randn(2, 33, 40, dtype=torch.bfloat16), torch.randn(3, 33, 40, dtype=torch.bfloat16)
+    with torch.no_grad(), pkg.patch():
+        outs = [linear(x) for _ in range(3)] + [linear(wider), linear(wider)]
+    assert judged == [((66, 40), (1, 40)), ((99, 40), (1, 40))]
+    assert pkg.calls == {"op": 5, "kernel": 5} and not pkg.fallbacks
+    assert all(torch.equal(out, outs[0]) for out in outs[1:3]) and outs[3].shape == (3, 33, 24)
+    not_yet = f"layout (a transposed b {pkg._guard.NOT_YET}: no check inside a CUDA graph capture)"
+    monkeypatch.setattr(runtime, "_refusal", lambda a, b: judged.append("again") or not_yet)
+    runtime._linear_verdicts.clear()
+    with torch.no_grad(), pkg.patch():
+        for _ in range(2):
+            linear(x)
+    assert judged[-2:] == ["again", "again"]
+    assert pkg.fallbacks == {not_yet: 2}

@@ -53,6 +53,21 @@ def test_a_refused_sdpa_call_goes_to_sdpa_with_its_own_arguments(runs, tmp_path,
     assert out.shape == q.shape and pkg.calls == {"op": 1, "library": 1}
 
 
+def test_an_sdpa_calls_verdict_is_kept_by_layout_and_causal(runs, tmp_path, monkeypatch):
+    """The guard's checks run once per layout of q, k, v and causal flag; every call is still counted."""
+    pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_kept", REFUSING)
+    judged = []
+    refusal = pkg._op._refusal
+    monkeypatch.setattr(pkg._op, "_refusal", lambda q, k, v, causal: judged.append(causal) or refusal(q, k, v, causal))
+    q = torch.randn(1, 4, 16, 64, dtype=torch.bfloat16)
+    k, v = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16), torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
+    with torch.no_grad(), pkg.patch():
+        for causal in (True, True, True, False, False):
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    assert judged == [True, False]
+    assert pkg.calls == {"op": 5, "library": 5} and pkg.fallbacks == {"device cpu": 5}
+
+
 ATTENTION_STAND_IN = '''
 import torch
 

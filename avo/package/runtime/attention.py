@@ -24,7 +24,7 @@ calls = collections.Counter()
 patch() route traced by torch.compile leaves a call the guard refuses to the library uncounted.)"""
 fallbacks = collections.Counter()
 _verdicts: dict = {}
-"""Eager calls' verdicts, by layout and causal (guard.remembered)."""
+"""Eager calls' verdicts, by layout and causal (`_counted_refusal`)."""
 
 
 def library(q, k, v, causal: bool, scale: float) -> torch.Tensor:
@@ -54,8 +54,13 @@ def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
 
 def _counted_refusal(q, k, v, causal: bool) -> str | None:
     """`_refusal`, the call counted where it goes."""
+    causal = bool(causal)
+    key = (causal, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
+           v.dtype, v.device)  # everything a refusal reads of them, as guard.remembered keeps it
+    reason = _verdicts.get(key, _guard.UNSEEN)
+    if reason is _guard.UNSEEN:
+        reason = _guard.kept(_verdicts, key, _refusal(q, k, v, causal))
     calls["op"] += 1
-    reason = _guard.remembered(_verdicts, (q, k, v), bool(causal), lambda: _refusal(q, k, v, causal))
     if reason is None:
         calls["kernel"] += 1
     else:

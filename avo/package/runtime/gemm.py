@@ -39,6 +39,8 @@ AGREEMENT = 1e-2
 largest |element| (a misread box of B is off by about the elements' own size)."""
 _verdicts: dict = {}
 """Eager calls' verdicts, by layout (guard.remembered)."""
+_linear_verdicts: dict = {}
+"""patch()'s nn.Linear route's eager verdicts, by the layout of the input and weight as the caller passed them."""
 _TIMED_ON = ("cuda",)
 _TIMING_ROUNDS, _TIMING_CALLS = 3, 5
 """A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each, on
@@ -153,8 +155,11 @@ def _gemm(a, b) -> torch.Tensor:
 
 def _counted_refusal(a, b) -> str | None:
     """`_refusal`, the call counted where it goes."""
+    return _counted(_guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b)))
+
+
+def _counted(reason: str | None) -> str | None:
     calls["op"] += 1
-    reason = _guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b))
     if reason is None:
         calls["kernel"] += 1
     else:
@@ -191,12 +196,21 @@ def _linear_route(original):
         if input.dim() < 2 or weight.dim() != 2 or _guard.wants_grad(input, weight, *(() if bias is None else
                                                                                       (bias,))):
             return original(input, weight, bias)
-        a, b = input.reshape(-1, input.shape[-1]), weight.t()  # views: the weight is never copied
         # Decided here, eager or traced: a call the guard refuses is made as it was.
-        eager = _guard.eager(a, b)
-        if (_counted_refusal if eager else _traced_refusal)(a, b) is not None:
-            return original(input, weight, bias)
-        out = _loader.entry("gemm")(a, b) if eager else gemm_op(a, b)
+        if _guard.eager(input, weight):  # by the arguments' layout, before any view of them is made
+            key = (input.shape, input.stride(), input.dtype, input.device, weight.shape, weight.stride(), weight.dtype,
+                   weight.device)
+            reason = _linear_verdicts.get(key, _guard.UNSEEN)
+            if reason is _guard.UNSEEN:
+                reason = _guard.kept(_linear_verdicts, key, _refusal(input.reshape(-1, input.shape[-1]), weight.t()))
+            if _counted(reason) is not None:
+                return original(input, weight, bias)
+            out = _loader.entry("gemm")(input.reshape(-1, input.shape[-1]), weight.t())  # views: no weight copied
+        else:
+            a, b = input.reshape(-1, input.shape[-1]), weight.t()
+            if _traced_refusal(a, b) is not None:
+                return original(input, weight, bias)
+            out = gemm_op(a, b)
         if bias is not None:
             out = out.add_(bias)  # the op's own fresh output, outside autograd
         return out.reshape(*input.shape[:-1], weight.shape[0])

@@ -57,15 +57,18 @@ def wants_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # a Parameter has torch functions disabled: plain to the dispatcher
+
+
 def eager(*tensors: torch.Tensor) -> bool:
     """Whether a call may run the op's body directly, skipping the dispatcher (about 7-10 µs of host time a call):
-    plain tensors, nothing tracing (torch.compile, export, FX, torch.jit.trace) and no dispatch mode active.
-    Anywhere else the op goes through torch.library, so graphs hold it as one node."""
+    plain tensors (or parameters), nothing tracing (torch.compile, export, FX, torch.jit.trace) and no dispatch mode
+    active. Anywhere else the op goes through torch.library, so graphs hold it as one node."""
     return (not torch.compiler.is_compiling() and not torch.jit.is_tracing()
-            and not torch._C._len_torch_dispatch_stack() and all(type(t) is torch.Tensor for t in tensors))
+            and not torch._C._len_torch_dispatch_stack() and all(type(t) in _PLAIN for t in tensors))
 
 
-_UNSEEN = object()
+UNSEEN = object()
 _KEPT_VERDICTS = 4096
 NOT_YET = "not yet checked"
 """In a reason that may change on a later call (a check that could not run yet): such a verdict is not kept."""
@@ -76,13 +79,18 @@ def remembered(verdicts: dict, tensors: tuple[torch.Tensor, ...], extra, decide)
     strides, dtype, device) and `extra`: the same call again costs a dictionary lookup, not the checks. Only for
     real tensors (an eager call, or the op's body at run time), never while tracing."""
     key = (extra, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
-    reason = verdicts.get(key, _UNSEEN)
-    if reason is _UNSEEN:
-        reason = decide()
-        if reason is None or NOT_YET not in reason:
-            if len(verdicts) >= _KEPT_VERDICTS:
-                verdicts.clear()
-            verdicts[key] = reason
+    reason = verdicts.get(key, UNSEEN)
+    return kept(verdicts, key, decide()) if reason is UNSEEN else reason
+
+
+def kept(verdicts: dict, key, reason: str | None) -> str | None:
+    """`reason`, kept in `verdicts` under `key` unless it may change on a later call (NOT_YET); past _KEPT_VERDICTS
+    layouts the kept ones are dropped first. (A route that keys its calls by their arguments as the caller gave them
+    looks `verdicts.get(key, UNSEEN)` up itself: the cheapest path of a call that goes where it went unpatched.)"""
+    if reason is None or NOT_YET not in reason:
+        if len(verdicts) >= _KEPT_VERDICTS:
+            verdicts.clear()
+        verdicts[key] = reason
     return reason
 
 
