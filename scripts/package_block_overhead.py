@@ -8,6 +8,7 @@ tests/package/test_gpu.py (B 2) under its packages, the GEMM package both as shi
 
     python3 scripts/package_block_overhead.py --seq 1024 4096
     python3 scripts/package_block_overhead.py --block 8b --seq 2048 --kernel-table
+    python3 scripts/package_block_overhead.py --seq 1024 16384 --modes graphs
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--graphs", action="store_true", help="Dynamo's graphs and graph breaks under the patches")
     parser.add_argument("--kernel-table", action="store_true", help="each variant's GPU kernels beside the library's")
     parser.add_argument("--block", choices=["1b", "8b"], default="1b")
+    parser.add_argument("--modes", nargs="+", choices=["eager", "compiled", "graphs"], default=["eager", "compiled"],
+                        help="graphs: torch.compile(mode='reduce-overhead'), the forward replayed as a CUDA graph")
     args = parser.parse_args()
 
     import torch
@@ -138,18 +141,20 @@ def main() -> None:
         for seq in args.seq:
             model = block(dims, batch, seq, fused=fused)
             x = torch.randn(batch, seq, dims.hidden, device="cuda", dtype=torch.bfloat16)
-            library_table = None
-            for mode in ("eager", "compiled"):
+            library_table, expected = None, model(x).float()
+            for mode in args.modes:
                 torch._dynamo.reset()
                 for name, chosen in variants.items():
                     with patched(chosen):
-                        fn = torch.compile(model) if mode == "compiled" else model
+                        fn = model if mode == "eager" else torch.compile(
+                            model, mode="reduce-overhead" if mode == "graphs" else None)
                         for _ in range(3):
-                            fn(x)
+                            out = fn(x)
+                        error = ((out.float() - expected).norm() / expected.norm()).item()
                         ms, host = forward_ms(fn, x, args.calls), host_us(fn, x, args.calls)
                         count, busy = kernels(fn, x)
                         print(f"S {seq} {mode:8s} {name:19s} forward {ms:.3f} ms, host {host:7.1f} µs to queue, "
-                              f"{count} kernels {busy:7.1f} µs", flush=True)
+                              f"{count} kernels {busy:7.1f} µs, rel err {error:.1e}", flush=True)
                         if args.kernel_table:
                             table = kernel_table(fn, x)
                             library_table = library_table if name != "library" else table
