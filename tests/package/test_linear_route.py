@@ -205,3 +205,34 @@ def test_the_linear_routes_verdict_is_kept_by_the_callers_layout(runs, tmp_path,
             linear(x)
     assert judged[-2:] == ["again", "again"]
     assert pkg.fallbacks == {not_yet: 2}
+
+
+def test_inside_a_cuda_graph_capture_only_a_kernel_that_says_it_may_be_captured_runs(runs, tmp_path, monkeypatch):
+    """While a CUDA graph is captured, a kernel whose kernel.py does not declare CUDA_GRAPHS = True leaves the call to
+    the library (it may keep memory from call to call that the graph would not own); the refusal is asked on each
+    call, never kept, so the next call outside the capture reaches the kernel again. (No capture on a CPU: the
+    capturing state is a stand-in; the real one is tests/kernels/test_cuda_graphs.py's.)"""
+    from types import SimpleNamespace
+
+    pkg = _package(runs, tmp_path, "capture", reads=True)
+    guard, kernel = pkg._guard, pkg._loader.entry("gemm")
+    cuda_tensor = SimpleNamespace(is_cuda=True)
+    monkeypatch.setattr(guard.torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert guard.capture_refusal(kernel, cuda_tensor) == guard.CAPTURE
+    assert guard.capture_refusal(kernel, torch.zeros(1)) is None  # a CPU tensor is never captured
+    kernel.__globals__["CUDA_GRAPHS"] = True
+    assert guard.capture_refusal(kernel, cuda_tensor) is None
+    del kernel.__globals__["CUDA_GRAPHS"]
+
+    capturing = [True]
+    real = guard.capture_refusal
+    monkeypatch.setattr(guard, "capture_refusal",
+                        lambda kernel, t: real(kernel, cuda_tensor if capturing[0] else t))
+    linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
+    x, a, b = torch.randn(2, 33, 40, dtype=torch.bfloat16), torch.randn(9, 40), torch.randn(40, 24)
+    with torch.no_grad(), pkg.patch():
+        linear(x), linear(x), torch.matmul(a.bfloat16(), b.bfloat16())
+        assert pkg.calls == {"op": 3, "library": 3} and pkg.fallbacks == {guard.CAPTURE: 3}
+        capturing[0] = False
+        linear(x), torch.matmul(a.bfloat16(), b.bfloat16())
+    assert pkg.calls == {"op": 5, "library": 3, "kernel": 2}

@@ -168,3 +168,24 @@ def test_a_linear_route_under_fake_tensors_leaves_the_transposed_verdict_to_the_
     with FakeTensorMode(allow_non_fake_inputs=True) as mode, pkg.patch(), torch.no_grad():
         out = linear(mode.from_tensor(torch.randn(9, 40, dtype=torch.bfloat16)))
     assert out.shape == (9, 24) and not pkg._op._transposed_verdicts
+
+
+def test_inside_a_cuda_graph_capture_sdpa_goes_to_the_library_unless_the_kernel_may_be_captured(runs, tmp_path,
+                                                                                               monkeypatch):
+    """The attention route asks guard.capture_refusal on each call the kernel would take (a stand-in capturing state
+    on the CPU; the real capture is tests/kernels/test_cuda_graphs.py's)."""
+    from types import SimpleNamespace
+
+    pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_capture", ATTENTION_STAND_IN, device="cpu",
+                              device_names=[])
+    guard, real = pkg._guard, pkg._guard.capture_refusal
+    monkeypatch.setattr(guard.torch.cuda, "is_current_stream_capturing", lambda: True)
+    monkeypatch.setattr(guard, "capture_refusal", lambda kernel, t: real(kernel, SimpleNamespace(is_cuda=True)))
+    q = torch.randn(1, 4, 16, 64, dtype=torch.bfloat16)
+    k, v = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16), torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
+    with torch.no_grad(), pkg.patch():
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        pkg._loader.entry("attention").__globals__["CUDA_GRAPHS"] = True
+        ours = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert pkg.calls == {"op": 2, "library": 1, "kernel": 1} and pkg.fallbacks == {guard.CAPTURE: 1}
+    assert torch.allclose(ours.float(), expected.float(), atol=2e-2)

@@ -53,13 +53,15 @@ def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
 
 
 def _counted_refusal(q, k, v, causal: bool) -> str | None:
-    """`_refusal`, the call counted where it goes."""
+    """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
     causal = bool(causal)
     key = (causal, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
            v.dtype, v.device)  # everything a refusal reads of them, as guard.remembered keeps it
     reason = _verdicts.get(key, _guard.UNSEEN)
     if reason is _guard.UNSEEN:
         reason = _guard.kept(_verdicts, key, _refusal(q, k, v, causal))
+    if reason is None:
+        reason = _guard.capture_refusal(_loader.entry("attention"), q)
     calls["op"] += 1
     if reason is None:
         calls["kernel"] += 1

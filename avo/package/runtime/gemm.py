@@ -154,8 +154,9 @@ def _gemm(a, b) -> torch.Tensor:
 
 
 def _counted_refusal(a, b) -> str | None:
-    """`_refusal`, the call counted where it goes."""
-    return _counted(_guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b)))
+    """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
+    reason = _guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b))
+    return _counted(reason if reason is not None else _guard.capture_refusal(_loader.entry("gemm"), a))
 
 
 def _counted(reason: str | None) -> str | None:
@@ -203,6 +204,8 @@ def _linear_route(original):
             reason = _linear_verdicts.get(key, _guard.UNSEEN)
             if reason is _guard.UNSEEN:
                 reason = _guard.kept(_linear_verdicts, key, _refusal(input.reshape(-1, input.shape[-1]), weight.t()))
+            if reason is None:
+                reason = _guard.capture_refusal(_loader.entry("gemm"), input)
             if _counted(reason) is not None:
                 return original(input, weight, bias)
             out = _loader.entry("gemm")(input.reshape(-1, input.shape[-1]), weight.t())  # views: no weight copied

@@ -68,6 +68,19 @@ def eager(*tensors: torch.Tensor) -> bool:
             and not torch._C._len_torch_dispatch_stack() and all(type(t) in _PLAIN for t in tensors))
 
 
+CAPTURE = "capture (a CUDA graph is being captured and kernel.py does not say its kernel may be: CUDA_GRAPHS)"
+
+
+def capture_refusal(kernel, tensor: torch.Tensor) -> str | None:
+    """CAPTURE while a CUDA graph is captured on `tensor`'s device (torch.cuda.graph, torch.compile's reduce-overhead)
+    and `kernel`'s module does not declare CUDA_GRAPHS = True: a kernel that keeps memory from call to call would
+    hand the graph memory it does not own, so the library takes such a call. Asked on every call the kernel would
+    take, never kept: a capture lasts one call."""
+    if tensor.is_cuda and torch.cuda.is_current_stream_capturing() and not kernel.__globals__.get("CUDA_GRAPHS"):
+        return CAPTURE
+    return None
+
+
 UNSEEN = object()
 _KEPT_VERDICTS = 4096
 NOT_YET = "not yet checked"

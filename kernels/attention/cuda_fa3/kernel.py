@@ -223,7 +223,10 @@ STRIDED, SPAN, DYNAMIC = 0, 1, 2  # attention.cu's WalkMode
 
 def _counter(device):
     """The DYNAMIC walk's tile counter and count of finished blocks, zero between launches (the last block resets
-    them): one pair per device and stream, since launches on two streams at once would draw each other's tiles."""
+    them): one pair per device and stream, since launches on two streams at once would draw each other's tiles. While
+    a CUDA graph is captured, a pair of the call's own (the graph's memory, replayed with it), never kept."""
+    if _capturing():
+        return torch.zeros(2, dtype=torch.int32, device=device)
     key = (device, torch.cuda.current_stream(device).cuda_stream)
     if key not in _COUNTERS:
         _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
@@ -256,12 +259,25 @@ def attention(q, k, v, causal, sm_scale):
     # arguments and the stream (a DYNAMIC walk's counter is the stream's).
     key = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), q.shape, Hkv, q.dtype, bool(causal),
            float(sm_scale), current_stream(q.get_device()))
-    _LAUNCHES.get(key, lambda: launcher(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale))()
+    prepare = lambda: launcher(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale)  # noqa: E731
+    # A launch captured into a CUDA graph holds the graph's own counter: made for the capture, never kept.
+    (prepare() if _capturing() else _LAUNCHES.get(key, prepare))()
     return o
 
 
 _LAUNCHES = KeptLaunches(64)
 """Calls' launches, prepared, by what they depend on (avo.cuda's KeptLaunches)."""
+
+CUDA_GRAPHS = True
+"""attention() may be captured into a CUDA graph (torch.cuda.graph, torch.compile's reduce-overhead): what a
+captured launch needs beyond its arguments is allocated for the capture, not kept from or for other calls; avo
+package runs such a kernel inside a capture, and any other on the library."""
+
+
+def _capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
+    CUDA."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def launch(planned: Plan, q, k, v, o, causal, sm_scale):

@@ -266,7 +266,11 @@ def stream_plan(build: _Build, count: int, waves: int, k_steps: int, slots: int,
 def _workspace(device, stream: int, partial_floats: int, counters: int):
     """fp32 partials and per-tile arrival counters (zero between calls: the last unit of a tile resets its own),
     grown as shapes need and kept: one pair per device and stream, since split calls on two streams at once would
-    otherwise sum into each other's partials and count each other's arrivals."""
+    otherwise sum into each other's partials and count each other's arrivals. While a CUDA graph is captured, a pair
+    of the call's own (the graph's memory, replayed with it), never kept."""
+    if _capturing():
+        return (torch.empty(partial_floats, dtype=torch.float32, device=device),
+                torch.zeros(counters, dtype=torch.int32, device=device))
     key = (device, stream)
     held = _WORKSPACE.get(key)
     if held is None or held[0].numel() < partial_floats or held[1].numel() < counters:
@@ -339,6 +343,16 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
 READS_TRANSPOSED_B = True
 """gemm() reads a b that is the transpose of a contiguous [N, K] tensor (nn.Linear's weight.t()) where it lies, with
 no copy; avo package routes nn.Linear to such a kernel (checking its answer once per shape)."""
+CUDA_GRAPHS = True
+"""gemm() may be captured into a CUDA graph (torch.cuda.graph, torch.compile's reduce-overhead): what a captured
+launch needs beyond its arguments is allocated for the capture, not kept from or for other calls; avo package runs
+such a kernel inside a capture, and any other on the library."""
+
+
+def _capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
+    CUDA."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 _LAUNCHES = KeptLaunches(64)
@@ -365,7 +379,9 @@ def gemm(a, b):
     # Everything the launch depends on: the addresses and shapes (a and c are contiguous, b is or is read K-major),
     # the dtype and the stream (split calls' workspace is the stream's).
     key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, k_major, a.dtype, current_stream(a.get_device()))
-    _LAUNCHES.get(key, lambda: _launcher(a, b, c, k_major))()
+    prepare = lambda: _launcher(a, b, c, k_major)  # noqa: E731
+    # A launch captured into a CUDA graph holds the graph's own workspace: made for the capture, never kept.
+    (prepare() if _capturing() else _LAUNCHES.get(key, prepare))()
     return c
 
 
