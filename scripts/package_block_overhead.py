@@ -9,6 +9,7 @@ tests/package/test_gpu.py (B 2) under its packages, the GEMM package both as shi
     python3 scripts/package_block_overhead.py --seq 1024 4096
     python3 scripts/package_block_overhead.py --block 8b --seq 2048 --kernel-table
     python3 scripts/package_block_overhead.py --seq 1024 16384 --modes graphs
+    python3 scripts/package_block_overhead.py --seq 16384 --modes graphs --attention-seed
 """
 
 from __future__ import annotations
@@ -30,6 +31,22 @@ def patched(packages):
     for package in packages:
         stack.enter_context(package.patch())
     return stack
+
+
+def seed_kernel_package(root: Path, example: str, name: str, seed: Path):
+    """The best of the shipped run `example` packaged as `name`, its kernel replaced by the seed folder `seed`."""
+    import shutil
+
+    from package_runs import imported, packaged
+
+    from avo.package.build import _carry_candidate
+
+    packaged(root / "runs", example, root / name, name)
+    kernel = root / name / name / "kernel"
+    shutil.rmtree(kernel)
+    shutil.copytree(seed, kernel, ignore=shutil.ignore_patterns("__pycache__"))
+    _carry_candidate(kernel, name)  # its avo.cuda imports pointed at the package's copy, as build does
+    return imported(root / name, name)
 
 
 def forward_ms(fn, x, n: int) -> float:
@@ -120,10 +137,14 @@ def main() -> None:
     parser.add_argument("--block", choices=["1b", "8b"], default="1b")
     parser.add_argument("--modes", nargs="+", choices=["eager", "compiled", "graphs"], default=["eager", "compiled"],
                         help="graphs: torch.compile(mode='reduce-overhead'), the forward replayed as a CUDA graph")
+    parser.add_argument("--attention-seed", action="store_true",
+                        help="1b: also the attention package holding today's attention/cuda_fa3 seed as its kernel")
+    parser.add_argument("--variants", nargs="+", help="only these variants (by name)")
     args = parser.parse_args()
 
     import torch
     from test_gpu import LLAMA_8B, block, build_packages
+    from package_runs import ATTENTION_LLAMA
     from test_gpu_model import LLAMA_1B, build_model_packages
 
     root = Path(tempfile.mkdtemp(prefix="avo-block-"))
@@ -131,11 +152,15 @@ def main() -> None:
         packages, dims, batch, fused = build_model_packages(root), LLAMA_1B, 1, True
         variants = {"library": (), "attention": (packages["attention"],),
                     "attention+gemm": (packages["attention"], packages["gemm"])}
+        if args.attention_seed:
+            variants["attention_seed"] = (seed_kernel_package(root, ATTENTION_LLAMA, "attention_seed",
+                                                              ROOT / "kernels" / "attention" / "cuda_fa3"),)
     else:
         packages, dims, batch, fused = build_packages(root), LLAMA_8B, 2, False
         variants = {"library": (), "attention": (packages["attention"],),
                     "attention+gemm": (packages["attention"], packages["gemm"]),
                     "attention+gemm_seed": (packages["attention"], packages["gemm_seed"])}
+    variants = {name: chosen for name, chosen in variants.items() if not args.variants or name in args.variants}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {args.block} block, bf16, B {batch}", flush=True)
     with torch.no_grad():
         for seq in args.seq:
