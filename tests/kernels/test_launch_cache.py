@@ -29,7 +29,6 @@ def recorded(module: dict, monkeypatch) -> list:
     monkeypatch.setitem(module, "_sm_count", lambda device: 132)
     monkeypatch.setitem(module, "current_stream", lambda device: 7)
     monkeypatch.setitem(module, "_capturing", lambda: False)
-    monkeypatch.setitem(module, "_kept", lambda make, device: make())
     return events
 
 
@@ -68,7 +67,6 @@ def test_the_causal_walks_counter_is_the_streams_but_a_captures_own(monkeypatch)
         zeros=torch.zeros, int32=torch.int32, cuda=SimpleNamespace(current_stream=lambda device: SimpleNamespace(
             cuda_stream=7))))
     monkeypatch.setitem(module, "_capturing", lambda: False)
-    monkeypatch.setitem(module, "_kept", lambda make, device: make())
     first = module["_counter"]("cpu")
     assert module["_counter"]("cpu") is first and len(module["_COUNTERS"]) == 1
     monkeypatch.setitem(module, "_capturing", lambda: True)

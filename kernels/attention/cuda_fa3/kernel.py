@@ -229,7 +229,7 @@ def _counter(device):
         return torch.zeros(2, dtype=torch.int32, device=device)
     key = (device, torch.cuda.current_stream(device).cuda_stream)
     if key not in _COUNTERS:
-        _COUNTERS[key] = _kept(lambda: torch.zeros(2, dtype=torch.int32, device=device), device)
+        _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
     return _COUNTERS[key]
 
 
@@ -278,21 +278,6 @@ def _capturing() -> bool:
     """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
     CUDA."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-
-
-def _kept(make, device):
-    """`make()`'s tensor, to be kept from call to call, made on a stream of its own: outside any memory pool that the
-    current stream's allocations are routed to (torch.compile's reduce-overhead routes its warm-up calls' into a CUDA
-    graph's pool, which must not be left holding memory it does not own), then handed to the current stream."""
-    if torch.device(device).type != "cuda":
-        return make()
-    current, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
-    with torch.cuda.stream(side):
-        made = make()
-    current.wait_stream(side)
-    for tensor in made if isinstance(made, tuple) else (made,):
-        tensor.record_stream(current)
-    return made
 
 
 def launch(planned: Plan, q, k, v, o, causal, sm_scale):

@@ -276,8 +276,8 @@ def _workspace(device, stream: int, partial_floats: int, counters: int):
     if held is None or held[0].numel() < partial_floats or held[1].numel() < counters:
         floats = max(partial_floats, held[0].numel() if held else 0)
         count = max(counters, held[1].numel() if held else 0)
-        held = _kept(lambda: (torch.empty(floats, dtype=torch.float32, device=device),
-                              torch.zeros(count, dtype=torch.int32, device=device)), device)
+        held = (torch.empty(floats, dtype=torch.float32, device=device),
+                torch.zeros(count, dtype=torch.int32, device=device))
         _WORKSPACE[key] = held
         _LAUNCHES.clear()  # the launches kept hold the replaced workspace's addresses
     return held
@@ -353,21 +353,6 @@ def _capturing() -> bool:
     """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
     CUDA."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-
-
-def _kept(make, device):
-    """`make()`'s tensor, to be kept from call to call, made on a stream of its own: outside any memory pool that the
-    current stream's allocations are routed to (torch.compile's reduce-overhead routes its warm-up calls' into a CUDA
-    graph's pool, which must not be left holding memory it does not own), then handed to the current stream."""
-    if torch.device(device).type != "cuda":
-        return make()
-    current, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
-    with torch.cuda.stream(side):
-        made = make()
-    current.wait_stream(side)
-    for tensor in made if isinstance(made, tuple) else (made,):
-        tensor.record_stream(current)
-    return made
 
 
 _LAUNCHES = KeptLaunches(64)
