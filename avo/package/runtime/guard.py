@@ -72,10 +72,10 @@ CAPTURE = "capture (a CUDA graph is being captured and kernel.py does not say it
 
 
 def capture_refusal(kernel, tensor: torch.Tensor) -> str | None:
-    """CAPTURE while a CUDA graph is captured on `tensor`'s device (torch.cuda.graph, torch.compile's reduce-overhead)
-    and `kernel`'s module does not declare CUDA_GRAPHS = True: a kernel that keeps memory from call to call would
-    hand the graph memory it does not own, so the library takes such a call. Asked on every call the kernel would
-    take, never kept: a capture lasts one call."""
+    """CAPTURE while a CUDA graph is captured on `tensor`'s device and `kernel`'s module does not declare
+    CUDA_GRAPHS = True: such a kernel may keep what it made for the captured call (the graph's memory) and use it
+    again on later calls, as the CUDA seeds kept a tile counter per stream before they declared it, so the library
+    takes the call. Asked on every call the kernel would take, never kept: a capture lasts one call."""
     if tensor.is_cuda and torch.cuda.is_current_stream_capturing() and not kernel.__globals__.get("CUDA_GRAPHS"):
         return CAPTURE
     return None

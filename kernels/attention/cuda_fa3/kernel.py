@@ -269,9 +269,11 @@ _LAUNCHES = KeptLaunches(64)
 """Calls' launches, prepared, by what they depend on (avo.cuda's KeptLaunches)."""
 
 CUDA_GRAPHS = True
-"""attention() may be captured into a CUDA graph (torch.cuda.graph, torch.compile's reduce-overhead): what a
-captured launch needs beyond its arguments is allocated for the capture, not kept from or for other calls; avo
-package runs such a kernel inside a capture, and any other on the library."""
+"""attention() may be captured into a CUDA graph (torch.cuda.graph): inside a capture the causal walk's counter is
+the call's own and neither it nor the launch is kept for other calls, so a replay gives an eager call's bits
+(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Not
+yet under torch.compile's reduce-overhead: its warm-up calls allocate into the graph's pool, and a counter kept from
+one is memory the graph does not own."""
 
 
 def _capturing() -> bool:

@@ -344,9 +344,11 @@ READS_TRANSPOSED_B = True
 """gemm() reads a b that is the transpose of a contiguous [N, K] tensor (nn.Linear's weight.t()) where it lies, with
 no copy; avo package routes nn.Linear to such a kernel (checking its answer once per shape)."""
 CUDA_GRAPHS = True
-"""gemm() may be captured into a CUDA graph (torch.cuda.graph, torch.compile's reduce-overhead): what a captured
-launch needs beyond its arguments is allocated for the capture, not kept from or for other calls; avo package runs
-such a kernel inside a capture, and any other on the library."""
+"""gemm() may be captured into a CUDA graph (torch.cuda.graph): inside a capture a split call's workspace is the
+call's own and neither it nor the launch is kept for other calls, so a replay gives an eager call's bits
+(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Not
+yet under torch.compile's reduce-overhead: its warm-up calls allocate into the graph's pool, and a workspace kept
+from one is memory the graph does not own."""
 
 
 def _capturing() -> bool:
