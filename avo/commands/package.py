@@ -62,4 +62,8 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     if hosted:
         print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "
               f"{hosted[1]:.0f} µs; the speedups are GPU time, and a model that waits on each call pays the difference")
+    if manifest["kernel"] == "cuda" or manifest["cuda_graphs"]:
+        print("CUDA graphs: " + ("kernel.py declares CUDA_GRAPHS: the kernel runs inside a torch.cuda.graph capture"
+                                 if manifest["cuda_graphs"] else "kernel.py does not declare CUDA_GRAPHS: inside a "
+                                 "CUDA graph capture the library takes the calls"))
     print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")

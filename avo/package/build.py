@@ -14,6 +14,7 @@ in with string.Template. Nothing in the package imports avo.
 
 from __future__ import annotations
 
+import ast
 import json
 import keyword
 import os
@@ -104,6 +105,7 @@ def _write(root: Path, run: Run, chosen: Chosen, name: str, guard: dict, unread:
         shutil.copyfile(HERE / "runtime" / "extras.py", package / "_extras.py")
     needs = requirements(imported, chosen.result.versions.get("cuda", ""))
     manifest = manifest_for(run.id, chosen, name=name, guard=guard, unread=unread, needs=needs, language=language)
+    manifest["cuda_graphs"] = declares(package / "kernel" / "kernel.py", "CUDA_GRAPHS")
     (package / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     _fill("pyproject.toml", root, name=name, manifest=manifest)
     _fill("README.md", root, name=name, manifest=manifest)
@@ -111,6 +113,18 @@ def _write(root: Path, run: Run, chosen: Chosen, name: str, guard: dict, unread:
     if leaked:  # a guarantee of the package, not a user's mistake: say so loudly
         raise RuntimeError(f"the package at {root} would import {', '.join(sorted(leaked))}")
     return manifest
+
+
+def declares(path: Path, flag: str) -> bool:
+    """Whether the module at `path` sets `flag = True` at its top level: read, never imported (a candidate's code
+    runs only in its sandbox, or in the user's process once packaged)."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True
+               and any(isinstance(target, ast.Name) and target.id == flag for target in node.targets)
+               for node in tree.body)
 
 
 def _carry_candidate(folder: Path, name: str) -> set[str]:

@@ -68,6 +68,24 @@ def test_a_cuda_kernel_carries_its_own_copy_of_avo_cuda(runs, tmp_path, capsys):
     manifest = json.loads((package / "MANIFEST.json").read_text())
     assert manifest["kernel"] == "cuda" and any(r.startswith("cupy-cuda13x") for r in manifest["requirements"])
     assert manifest["guard"]["ranges"] == {"M": [1, 16384], "N": [1, 14336], "K": [1, 8192]}
+    # The shipped run's best predates CUDA_GRAPHS: inside a CUDA graph capture its calls go to the library.
+    assert manifest["cuda_graphs"] is False
+    assert "kernel.py does not declare CUDA_GRAPHS" in capsys.readouterr().out
+
+
+def test_whether_a_kernel_may_be_captured_is_read_from_its_source_not_run(tmp_path):
+    from avo.package.build import declares
+
+    path = tmp_path / "kernel.py"
+    for source, expected in (("CUDA_GRAPHS = True\n", True), ("CUDA_GRAPHS = False\n", False),
+                             ("def f():\n    CUDA_GRAPHS = True\n", False), ("X = CUDA_GRAPHS = True\n", True),
+                             ("raise SystemExit('never run')\nCUDA_GRAPHS = True\n", True),
+                             ("CUDA_GRAPHS = (\n", False)):
+        path.write_text(source)
+        assert declares(path, "CUDA_GRAPHS") is expected, source
+    seeds = Path(__file__).resolve().parents[2] / "kernels"
+    assert declares(seeds / "gemm" / "cuda_wgmma" / "kernel.py", "CUDA_GRAPHS")
+    assert declares(seeds / "attention" / "cuda_fa3" / "kernel.py", "CUDA_GRAPHS")
 
 
 def test_a_case_no_suite_holds_is_read_from_its_name(runs):
