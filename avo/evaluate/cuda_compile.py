@@ -67,16 +67,17 @@ def find_nvcc() -> str | None:
 
 
 def compile_check(candidate_dir: Path, arch: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  cubin_dir: Path | None = None) -> CompileCheck:
+                  cubin_dir: Path | None = None, builds: list[Build] | None = None) -> CompileCheck:
     """Compile every .cu file of the candidate for `arch` (e.g. sm_90a) with `nvcc -cubin -Xptxas -v`.
 
     Raises CompilerUnavailable when there is no nvcc; a candidate whose sources do not compile gets ok=False and
     the compiler's messages in `log`. With `cubin_dir`, the cubins are kept there and each kernel's facts name its
-    cubin (for disassembly).
+    cubin (for disassembly). `builds`: the builds kernel.py declared, read elsewhere (avo inspect imports it in a
+    sandboxed child); by default those it declared in this process. A source no build names compiles with none.
     """
     folder = Path(candidate_dir).resolve()
     sources = sorted(p for p in folder.rglob("*.cu") if not any(d in p.parts for d in _SKIP_DIRS))
-    builds = declared_builds(folder)
+    builds = list(builds) if builds is not None else declared_builds(folder)
     declared = {b.source for b in builds}
     builds += [Build(p, folder, ()) for p in sources if p not in declared]
     if not builds:
@@ -131,7 +132,7 @@ def _compile(nvcc: str, build: Build, arch: str, output: Path, timeout_s: float)
         return False, f"{name}: nvcc could not compile it for {arch}:\n{trim_log(messages, build.folder)}", {}
     resources = {}
     for kernel, facts in parse_ptxas_verbose(text).items():
-        resources[kernel] = {"source": name, **facts}
+        resources[kernel] = {"source": name, "defines": [f[2:] for f in build.flags if f.startswith("-D")], **facts}
     log = f"{name}: nvcc warnings:\n{trim_log(messages, build.folder)}" if messages else ""
     return True, log, resources
 

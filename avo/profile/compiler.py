@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from avo.cuda import Build
 from avo.util import procs
 from avo.evaluate.cuda_compile import CompilerUnavailable, compile_check
 from avo.profile import ProfileError, confine, sass
@@ -51,7 +52,8 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
         problems += [p for p in (result.get("error"), result.get("note")) if p]
     if any(candidate_dir.glob("*.cu")):
         try:
-            kernels += nvcc_inspect(candidate_dir, gpu)
+            builds = _declared_builds(candidate_dir, task_spec, timeout_s, sandbox, hide, problems)
+            kernels += nvcc_inspect(candidate_dir, gpu, builds=builds)
         except ProfileError as exc:
             problems.append(str(exc))
     if not kernels:
@@ -65,28 +67,63 @@ def inspect_candidate(candidate_dir: Path, task_spec: str, *, gpu, case_index: i
 
 def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: int, gpu, timeout_s: float,
                   sandbox: str, hide: Sequence[Path]) -> dict:
+    return _child("avo.profile.triton_capture", "compiling the Triton kernels", "the Triton compile inspection",
+                  candidate_dir, task_spec, ["--suite", suite, "--case", str(case_index), "--gpu", gpu.name],
+                  timeout_s, sandbox, hide)
+
+
+def _cuda_builds_child(candidate_dir: Path, task_spec: str, timeout_s: float, sandbox: str,
+                       hide: Sequence[Path]) -> dict:
+    return _child("avo.profile.cuda_builds", "importing kernel.py for its CUDA builds", "reading kernel.py's CUDA "
+                  "builds", candidate_dir, task_spec, [], timeout_s, sandbox, hide)
+
+
+def _child(module: str, doing: str, what: str, candidate_dir: Path, task_spec: str, extra: list[str],
+           timeout_s: float, sandbox: str, hide: Sequence[Path]) -> dict:
+    """`python -m module --candidate ... --kernel ... --out ...` on the candidate, confined as `sandbox` says; the
+    JSON it wrote."""
     task_spec = confine.task_spec_for_child(task_spec)
     with procs.temp_dir("inspect") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "avo.profile.triton_capture", "--candidate", str(candidate_dir), "--kernel",
-               task_spec, "--suite", suite, "--case", str(case_index), "--gpu", gpu.name, "--out", str(out)]
+        cmd = [sys.executable, "-m", module, "--candidate", str(candidate_dir), "--kernel", task_spec, *extra,
+               "--out", str(out)]
         child = confine.command(cmd, mode=sandbox, scratch=Path(tmp), candidate=candidate_dir, task_spec=task_spec,
                                 hide=hide)
         returncode, output = run_command(child.cmd, timeout_s=timeout_s, cwd=Path(tmp), env=child.env)
         if returncode is None:
-            raise ProfileError(f"compiling the Triton kernels took longer than {timeout_s:.0f} s and was stopped")
+            raise ProfileError(f"{doing} took longer than {timeout_s:.0f} s and was stopped")
         if not out.exists():
             tail = " ".join(output.strip().splitlines()[-2:])[-400:]
-            raise ProfileError(f"the Triton compile inspection crashed (exit {returncode}): {tail}")
+            raise ProfileError(f"{what} crashed (exit {returncode}): {tail}")
         return json.loads(out.read_text())
 
 
-def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
-    """Per __global__ function of the folder's .cu files, built as kernel.py declares them (the evaluator's own
-    nvcc check, so the defines match what runs): registers, spills, static shared memory, SASS histogram."""
+def _declared_builds(candidate_dir: Path, task_spec: str, timeout_s: float, sandbox: str, hide: Sequence[Path],
+                     problems: list[str]) -> list[Build] | None:
+    """The builds kernel.py declares, read by importing it in a confined child; None (each .cu file compiled with no
+    defines), with the reason in `problems`, when that import failed."""
+    result = _cuda_builds_child(candidate_dir, task_spec, timeout_s, sandbox, hide)
+    if not result.get("ok"):
+        problems.append(f"kernel.py could not be imported to read its CUDA builds, so each .cu file was compiled "
+                        f"with no defines: {result.get('error')}")
+        return None
+    folder = Path(candidate_dir).resolve()
+    builds = []
+    for declared in result["builds"]:
+        source = (folder / declared["source"]).resolve()
+        if not source.is_relative_to(folder):  # the child's answer is the candidate's word: its folder only
+            raise ProfileError(f"kernel.py declared a build of {declared['source']}, outside its folder")
+        builds.append(Build(source, folder, tuple(str(flag) for flag in declared["flags"])))
+    return builds
+
+
+def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0, builds: list[Build] | None = None) -> list[dict]:
+    """Per __global__ function of the folder's .cu files, built as kernel.py declares them (`builds`, read by
+    importing it in a confined child; by default those declared in this process, and each .cu file no build names
+    compiled with no defines): registers, spills, static shared memory, SASS histogram."""
     with procs.temp_dir("nvcc") as tmp:
         try:
-            check = compile_check(Path(folder), gpu.arch, timeout_s=timeout_s, cubin_dir=Path(tmp))
+            check = compile_check(Path(folder), gpu.arch, timeout_s=timeout_s, cubin_dir=Path(tmp), builds=builds)
         except CompilerUnavailable as exc:
             raise ProfileError(f"{exc}; install the CUDA toolkit to inspect .cu files") from None
         if not check.ok:
@@ -99,7 +136,8 @@ def nvcc_inspect(folder: Path, gpu, timeout_s: float = 180.0) -> list[dict]:
         for name, facts in check.resources.items():
             hist = sass.sass_histogram(listings[facts["cubin"]].get(name.split(" #")[0], ""))
             kernels.append({
-                "name": name, "source": facts["source"], "target": gpu.arch, "registers": facts["registers"],
+                "name": name, "source": facts["source"], "defines": facts.get("defines", []), "target": gpu.arch,
+                "registers": facts["registers"],
                 "spills": {"store_bytes": facts["spill_store_bytes"], "load_bytes": facts["spill_load_bytes"]},
                 "local_bytes": facts["stack_bytes"], "shared_bytes": facts["static_shared_bytes"],
                 "wgmma_serialized": facts.get("wgmma_serialized"),
@@ -148,7 +186,8 @@ def render(data: dict, top_opcodes: int = 8) -> str:
             shape.append(f"{k['num_warps']} warps, {k['num_stages']} stages")
         if k.get("constexprs"):
             shape.append(" ".join(f"{n}={v}" for n, v in k["constexprs"].items()))
-        lines.append(f"{k['name']} ({k['source']})" + (": " + "; ".join(shape) if shape else ""))
+        built = f"{k['source']}" + (f" with {' '.join(k['defines'])}" if k.get("defines") else "")
+        lines.append(f"{k['name']} ({built})" + (": " + "; ".join(shape) if shape else ""))
         spills = k["spills"]
         lines.append(f"  registers {k['registers']}/thread, spills {spills['store_bytes']} B stored / "
                      f"{spills['load_bytes']} B loaded, shared memory {k['shared_bytes']:,} B/block, "

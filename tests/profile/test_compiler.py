@@ -186,3 +186,52 @@ def test_sass_histogram_counts_base_opcodes_and_ignores_predicates():
     assert hist == {"HGMMA": 1, "LDL": 1, "STL": 1, "BAR": 1, "UTMALDG": 1}
     fam = sass.families(hist)
     assert fam["tensor core (wgmma)"] == 1 and fam["local (spills)"] == 2 and fam["TMA"] == 1
+
+
+WIDTHS_CU = """
+#ifndef WIDTH
+#error "kernel.py names WIDTH"
+#endif
+extern "C" __global__ void widths(float* x) {
+    float acc[WIDTH];
+    for (int i = 0; i < WIDTH; ++i) acc[i] = x[threadIdx.x * WIDTH + i] * 2.0f;
+    for (int i = 0; i < WIDTH; ++i) x[threadIdx.x * WIDTH + i] = acc[i];
+}
+"""
+WIDTHS_PY = """
+from avo.cuda import load_module
+
+NARROW = load_module("widths.cu", defines={"WIDTH": 2})
+WIDE = load_module("widths.cu", defines={"WIDTH": 16})
+
+
+def gemm(a, b):
+    return a @ b
+"""
+
+
+@needs.nvcc
+def test_a_cuda_candidate_is_inspected_as_each_build_its_kernel_py_declares(tmp_path):
+    """A source built under several defines (a per-shape table) is compiled as each build kernel.py declares, read
+    by importing kernel.py in a confined child (this process never imports it); none compiles without its defines."""
+    (tmp_path / "widths.cu").write_text(WIDTHS_CU)
+    (tmp_path / "kernel.py").write_text(WIDTHS_PY)
+    report = inspect_candidate(tmp_path, "gemm", gpu=H200)
+    kernels = report.data["kernels"]
+    assert [(k["name"], k["defines"]) for k in kernels] == [("widths", ["WIDTH=2"]), ("widths #2", ["WIDTH=16"])]
+    assert "widths (widths.cu with WIDTH=2)" in report.text and "widths #2 (widths.cu with WIDTH=16)" in report.text
+    assert not report.data["problems"]
+    from avo.cuda import declared_builds
+
+    assert declared_builds(tmp_path) == [], "kernel.py was imported in this process"
+
+
+@needs.nvcc
+def test_a_kernel_py_that_does_not_import_leaves_the_sources_compiled_with_no_defines_and_says_so(tmp_path):
+    (tmp_path / "widths.cu").write_text(WIDTHS_CU.replace('#error "kernel.py names WIDTH"', "#define WIDTH 4"))
+    (tmp_path / "kernel.py").write_text(WIDTHS_PY + "\nraise RuntimeError('broken on import')\n")
+    report = inspect_candidate(tmp_path, "gemm", gpu=H200)
+    assert [(k["name"], k["defines"]) for k in report.data["kernels"]] == [("widths", [])]
+    [problem] = report.data["problems"]
+    assert problem.startswith("kernel.py could not be imported to read its CUDA builds")
+    assert "broken on import" in problem

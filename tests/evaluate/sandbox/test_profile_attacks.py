@@ -1,8 +1,9 @@
-"""The other two paths that run a candidate's code, `avo profile` (ncu and its driver) and `avo inspect`'s compile
-capture, against the sandbox's attacks: a candidate that, as it is imported, writes outside its folder (attack
-writes_outside), leaves a `setsid` loop behind (outlives) and reads the API key from the environment of every process
-up its chain of parents and in sight (reads_ancestors). Sandboxed, none gets through; with the sandbox off, all do,
-so these tests can tell. ncu is a stand-in that runs the program after its options, as ncu does (no GPU here)."""
+"""The other paths that run a candidate's code, `avo profile` (ncu and its driver), `avo inspect`'s compile capture
+(Triton) and its reading of a CUDA C++ candidate's declared builds (inspect-cuda), against the sandbox's attacks: a
+candidate that, as it is imported, writes outside its folder (attack writes_outside), leaves a `setsid` loop behind
+(outlives) and reads the API key from the environment of every process up its chain of parents and in sight
+(reads_ancestors). Sandboxed, none gets through; with the sandbox off, all do, so these tests can tell. ncu is a
+stand-in that runs the program after its options, as ncu does (no GPU here)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import needs
 from test_attacks import ATTACKS, CANARY, HONEST, Setting, as_avo, gone, tagged
 
 pytestmark = needs.bwrap
-PATHS = ("profile", "inspect")
+PATHS = ("profile", "inspect", "inspect-cuda")
 RUN = """
 import json, sys
 from pathlib import Path
@@ -29,9 +30,9 @@ kwargs = dict(gpu=PROFILES["h200"], sandbox=sandbox, hide=(Path(runs),), timeout
 try:
     if path == "profile":
         profile_candidate(Path(folder), "gemm", ncu=ncu, **kwargs)
-    else:
-        inspect_candidate(Path(folder), "gemm", **kwargs)
-    print(json.dumps("no error"))
+        print(json.dumps("no error"))
+    else:  # a CUDA candidate's .cu files still compile when its kernel.py fails: the report's notes say why
+        print(json.dumps(" ".join(inspect_candidate(Path(folder), "gemm", **kwargs).data["problems"]) or "no error"))
 except ProfileError as exc:
     print(json.dumps(str(exc)))
 """
@@ -57,9 +58,16 @@ def pass_through_ncu(root: Path) -> str:
     return str(script)
 
 
-def attacking_candidate(setting: Setting) -> Path:
+CUDA_HONEST = """
+def gemm(a, b):  # what runs is beside the point: avo inspect only imports this to read its CUDA builds
+    return a @ b
+"""
+
+
+def attacking_candidate(setting: Setting, cuda: bool = False) -> Path:
     """An honest GEMM whose import writes outside, starts the loop and reads the environments, then raises what it
-    read; in the run's workspace, under the runs folder the sandbox masks, as the agent's working copy is."""
+    read; in the run's workspace, under the runs folder the sandbox masks, as the agent's working copy is. `cuda`: a
+    CUDA C++ candidate instead (a .cu file beside a kernel.py that never names Triton)."""
     fills = {"TMP_FILE": setting.tmp_file, "HOME": setting.home, "LINEAGE": setting.lineage, "NOTES": setting.notes,
              "TAG": setting.tag, "MARKER": setting.marker}
     parts = []
@@ -71,7 +79,9 @@ def attacking_candidate(setting: Setting) -> Path:
     parts.insert(1, "_scribble()\n")  # writes_outside's writes, at import rather than when an output is freed
     folder = setting.runs / "r1" / "workspace"
     folder.mkdir()
-    (folder / "kernel.py").write_text(HONEST.read_text() + "\n\n" + "\n".join(parts))
+    (folder / "kernel.py").write_text((CUDA_HONEST if cuda else HONEST.read_text()) + "\n\n" + "\n".join(parts))
+    if cuda:
+        (folder / "k.cu").write_text('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n')
     return folder
 
 
@@ -79,7 +89,7 @@ def attack(root: Path, path: str, sandbox: str) -> tuple[Setting, str]:
     """The attacking candidate profiled or inspected by avo (the canary key in its environment): the error avo
     reports, which carries what the candidate read."""
     setting = Setting(root)
-    folder = attacking_candidate(setting)
+    folder = attacking_candidate(setting, cuda=path == "inspect-cuda")
     message = as_avo(RUN, [path, str(folder), pass_through_ncu(root), str(setting.runs), sandbox], setting.home)
     assert "LOOT from" in message, message  # the attacks ran, as far as the last one
     return setting, message
