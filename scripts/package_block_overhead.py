@@ -33,22 +33,6 @@ def patched(packages):
     return stack
 
 
-def seed_kernel_package(root: Path, example: str, name: str, seed: Path):
-    """The best of the shipped run `example` packaged as `name`, its kernel replaced by the seed folder `seed`."""
-    import shutil
-
-    from package_runs import imported, packaged
-
-    from avo.package.build import _carry_candidate
-
-    packaged(root / "runs", example, root / name, name)
-    kernel = root / name / name / "kernel"
-    shutil.rmtree(kernel)
-    shutil.copytree(seed, kernel, ignore=shutil.ignore_patterns("__pycache__"))
-    _carry_candidate(kernel, name)  # its avo.cuda imports pointed at the package's copy, as build does
-    return imported(root / name, name)
-
-
 def forward_ms(fn, x, n: int) -> float:
     import torch
 
@@ -144,7 +128,7 @@ def main() -> None:
 
     import torch
     from test_gpu import LLAMA_8B, block, build_packages
-    from package_runs import ATTENTION_LLAMA
+    from package_runs import ATTENTION_LLAMA, package_with_seed
     from test_gpu_model import LLAMA_1B, build_model_packages
 
     root = Path(tempfile.mkdtemp(prefix="avo-block-"))
@@ -153,8 +137,8 @@ def main() -> None:
         variants = {"library": (), "attention": (packages["attention"],),
                     "attention+gemm": (packages["attention"], packages["gemm"])}
         if args.attention_seed:
-            variants["attention_seed"] = (seed_kernel_package(root, ATTENTION_LLAMA, "attention_seed",
-                                                              ROOT / "kernels" / "attention" / "cuda_fa3"),)
+            variants["attention_seed"] = (package_with_seed(root / "runs", ATTENTION_LLAMA, root, "attention_seed",
+                                                            ROOT / "kernels" / "attention" / "cuda_fa3"),)
     else:
         packages, dims, batch, fused = build_packages(root), LLAMA_8B, 2, False
         variants = {"library": (), "attention": (packages["attention"],),

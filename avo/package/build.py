@@ -104,8 +104,8 @@ def _write(root: Path, run: Run, chosen: Chosen, name: str, guard: dict, unread:
         vendor_cuda(package, name)
         shutil.copyfile(HERE / "runtime" / "extras.py", package / "_extras.py")
     needs = requirements(imported, chosen.result.versions.get("cuda", ""))
-    manifest = manifest_for(run.id, chosen, name=name, guard=guard, unread=unread, needs=needs, language=language)
-    manifest["cuda_graphs"] = declares(package / "kernel" / "kernel.py", "CUDA_GRAPHS")
+    manifest = manifest_for(run.id, chosen, name=name, guard=guard, unread=unread, needs=needs, language=language,
+                            cuda_graphs=declares(package / "kernel" / "kernel.py", "CUDA_GRAPHS"))
     (package / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     _fill("pyproject.toml", root, name=name, manifest=manifest)
     _fill("README.md", root, name=name, manifest=manifest)

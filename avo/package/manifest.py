@@ -54,7 +54,7 @@ def _checkout_extra(extra: str) -> list[str]:
 
 
 def manifest_for(run_id: str, chosen, *, name: str, guard: dict, unread: list[str], needs: list[str],
-                 language: str) -> dict:
+                 language: str, cuda_graphs: bool) -> dict:
     result = chosen.result
     return {
         "format": FORMAT, "version": 1, "name": name, "op": chosen.task, "run_id": run_id, "cid": chosen.cid,
@@ -66,6 +66,7 @@ def manifest_for(run_id: str, chosen, *, name: str, guard: dict, unread: list[st
         "guard": guard,
         "cases_not_guarded": unread,
         "requirements": needs,
+        "cuda_graphs": cuda_graphs,
     }
 
 

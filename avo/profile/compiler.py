@@ -72,12 +72,6 @@ def _triton_child(candidate_dir: Path, task_spec: str, suite: str, case_index: i
                   timeout_s, sandbox, hide)
 
 
-def _cuda_builds_child(candidate_dir: Path, task_spec: str, timeout_s: float, sandbox: str,
-                       hide: Sequence[Path]) -> dict:
-    return _child("avo.profile.cuda_builds", "importing kernel.py for its CUDA builds", "reading kernel.py's CUDA "
-                  "builds", candidate_dir, task_spec, [], timeout_s, sandbox, hide)
-
-
 def _child(module: str, doing: str, what: str, candidate_dir: Path, task_spec: str, extra: list[str],
            timeout_s: float, sandbox: str, hide: Sequence[Path]) -> dict:
     """`python -m module --candidate ... --kernel ... --out ...` on the candidate, confined as `sandbox` says; the
@@ -102,7 +96,8 @@ def _declared_builds(candidate_dir: Path, task_spec: str, timeout_s: float, sand
                      problems: list[str]) -> list[Build] | None:
     """The builds kernel.py declares, read by importing it in a confined child; None (each .cu file compiled with no
     defines), with the reason in `problems`, when that import failed."""
-    result = _cuda_builds_child(candidate_dir, task_spec, timeout_s, sandbox, hide)
+    result = _child("avo.profile.cuda_builds", "importing kernel.py for its CUDA builds", "reading kernel.py's CUDA "
+                    "builds", candidate_dir, task_spec, [], timeout_s, sandbox, hide)
     if not result.get("ok"):
         problems.append(f"kernel.py could not be imported to read its CUDA builds, so each .cu file was compiled "
                         f"with no defines: {result.get('error')}")

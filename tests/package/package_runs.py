@@ -61,3 +61,17 @@ def package_with_kernel(runs: Path, example: str, folder: Path, name: str, kerne
     manifest["guard"].update(guard)
     (package / "MANIFEST.json").write_text(json.dumps(manifest))
     return imported(folder / name, name)
+
+
+def package_with_seed(runs: Path, example: str, folder: Path, name: str, seed: Path):
+    """The best of `example` packaged as `name` in `folder`, its kernel replaced by the seed folder `seed` (its
+    avo.cuda imports pointed at the package's copy, as `avo package` does), imported."""
+    import shutil
+
+    from avo.package.build import _carry_candidate
+
+    kernel = packaged(runs, example, folder / name, name) / name / "kernel"
+    shutil.rmtree(kernel)
+    shutil.copytree(seed, kernel, ignore=shutil.ignore_patterns("__pycache__"))
+    _carry_candidate(kernel, name)
+    return imported(folder / name, name)

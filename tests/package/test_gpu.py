@@ -11,16 +11,14 @@ scripts/package_block_profile.py profiles the same block."""
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from package_runs import ATTENTION_CUDA, GEMM_CUDA, imported, packaged
+from package_runs import ATTENTION_CUDA, GEMM_CUDA, imported, package_with_seed, packaged
 
-from avo.package.build import _carry_candidate
 from avo.tasks import load, relative_error
 
 pytestmark = pytest.mark.gpu
@@ -109,33 +107,31 @@ def forward_ms(fn, x) -> float:
 ROUNDS = 5
 
 
+def under(packages, forward, x):
+    """forward(x) with every package's patch() applied."""
+    with ExitStack() as stack:
+        for package in packages:
+            stack.enter_context(package.patch())
+        return forward(x)
+
+
 def alternated_ms(forward, variants: dict, x) -> dict:
     """Median forward ms of each variant (name -> the packages patched in), the variants taken in turn ROUNDS times
     (each turn forward_ms's median of 10), so a drift of the GPU's clock falls on all of them alike."""
     times = {name: [] for name in variants}
     for _ in range(ROUNDS):
         for name, chosen in variants.items():
-            with ExitStack() as stack:
-                for package in chosen:
-                    stack.enter_context(package.patch())
-                times[name].append(forward_ms(forward, x))
+            times[name].append(under(chosen, lambda y: forward_ms(forward, y), x))
     return {name: statistics.median(ms) for name, ms in times.items()}
 
 
 def build_packages(root: Path) -> dict:
     """{"attention", "gemm", "gemm_seed"}: the packaged bests of the shipped CUDA runs, imported, and the GEMM
     package again with today's cuda_wgmma seed as its kernel."""
-    built = {}
-    for key, example, name in (("attention", ATTENTION_CUDA, "gpu_attention"), ("gemm", GEMM_CUDA, "gpu_gemm"),
-                               ("gemm_seed", GEMM_CUDA, "gpu_gemm_seed")):
-        packaged(root / "runs", example, root / name, name)
-        if key == "gemm_seed":
-            kernel = root / name / name / "kernel"
-            shutil.rmtree(kernel)
-            shutil.copytree(SEED, kernel, ignore=shutil.ignore_patterns("__pycache__"))
-            _carry_candidate(kernel, name)  # its avo.cuda imports pointed at the package's copy, as build does
-        built[key] = imported(root / name, name)
-    return built
+    return {"attention": imported(packaged(root / "runs", ATTENTION_CUDA, root / "gpu_attention", "gpu_attention"),
+                                  "gpu_attention"),
+            "gemm": imported(packaged(root / "runs", GEMM_CUDA, root / "gpu_gemm", "gpu_gemm"), "gpu_gemm"),
+            "gemm_seed": package_with_seed(root / "runs", GEMM_CUDA, root, "gpu_gemm_seed", SEED)}
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,10 @@ figures are printed for BENCHMARKS.md; nothing is asserted about speed."""
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 
 import pytest
 from package_runs import ATTENTION_LLAMA, GEMM_LLAMA, imported, packaged
-from test_gpu import TIMED, Dims, alternated_ms, block
+from test_gpu import TIMED, Dims, alternated_ms, block, under
 
 from avo.tasks import load, relative_error
 
@@ -32,13 +31,6 @@ def packages(tmp_path_factory):
     return build_model_packages(tmp_path_factory.mktemp("model_packages"))
 
 
-def _under(packages, forward, x):
-    with ExitStack() as stack:
-        for package in packages:
-            stack.enter_context(package.patch())
-        return forward(x)
-
-
 def _line(ms: dict) -> str:
     return ", ".join(f"{name} {t:.3f} ms ({ms['library'] / t:.3f}x)" for name, t in ms.items())
 
@@ -57,12 +49,12 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
         for package in (attention, gemm):
             package.calls.clear()
             package.fallbacks.clear()
-        error = relative_error(_under((attention, gemm), model, x), expected)
+        error = relative_error(under((attention, gemm), model, x), expected)
         calls = {key: (dict(package.calls), dict(package.fallbacks)) for key, package in packages.items()}
         eager = alternated_ms(model, variants, x)
         torch._dynamo.reset()
         compiled_model = torch.compile(model)
-        compiled_error = relative_error(_under((attention, gemm), compiled_model, x), expected)
+        compiled_error = relative_error(under((attention, gemm), compiled_model, x), expected)
         compiled = alternated_ms(compiled_model, variants, x)
     print(f"\nLlama-3.2-1B block B=1 S={seq}: rel err {error:.2e} / compiled {compiled_error:.2e}"
           f"\n  eager: {_line(eager)}\n  compiled: {_line(compiled)}"

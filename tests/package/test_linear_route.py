@@ -218,16 +218,16 @@ def test_inside_a_cuda_graph_capture_only_a_kernel_that_says_it_may_be_captured_
     guard, kernel = pkg._guard, pkg._loader.entry("gemm")
     cuda_tensor = SimpleNamespace(is_cuda=True)
     monkeypatch.setattr(guard.torch.cuda, "is_current_stream_capturing", lambda: True)
-    assert guard.capture_refusal(kernel, cuda_tensor) == guard.CAPTURE
-    assert guard.capture_refusal(kernel, torch.zeros(1)) is None  # a CPU tensor is never captured
+    assert guard.capture_refusal("gemm", cuda_tensor) == guard.CAPTURE
+    assert guard.capture_refusal("gemm", torch.zeros(1)) is None  # a CPU tensor is never captured
     kernel.__globals__["CUDA_GRAPHS"] = True
-    assert guard.capture_refusal(kernel, cuda_tensor) is None
+    assert guard.capture_refusal("gemm", cuda_tensor) is None
     del kernel.__globals__["CUDA_GRAPHS"]
 
     capturing = [True]
     real = guard.capture_refusal
     monkeypatch.setattr(guard, "capture_refusal",
-                        lambda kernel, t: real(kernel, cuda_tensor if capturing[0] else t))
+                        lambda entry, t: real(entry, cuda_tensor if capturing[0] else t))
     linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
     x, a, b = torch.randn(2, 33, 40, dtype=torch.bfloat16), torch.randn(9, 40), torch.randn(40, 24)
     with torch.no_grad(), pkg.patch():

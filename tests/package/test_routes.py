@@ -180,7 +180,7 @@ def test_inside_a_cuda_graph_capture_sdpa_goes_to_the_library_unless_the_kernel_
                               device_names=[])
     guard, real = pkg._guard, pkg._guard.capture_refusal
     monkeypatch.setattr(guard.torch.cuda, "is_current_stream_capturing", lambda: True)
-    monkeypatch.setattr(guard, "capture_refusal", lambda kernel, t: real(kernel, SimpleNamespace(is_cuda=True)))
+    monkeypatch.setattr(guard, "capture_refusal", lambda entry, t: real(entry, SimpleNamespace(is_cuda=True)))
     q = torch.randn(1, 4, 16, 64, dtype=torch.bfloat16)
     k, v = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16), torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
     with torch.no_grad(), pkg.patch():

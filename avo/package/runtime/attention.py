@@ -56,19 +56,11 @@ def _counted_refusal(q, k, v, causal: bool) -> str | None:
     """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
     causal = bool(causal)
     key = (causal, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
-           v.dtype, v.device)  # everything a refusal reads of them, as guard.remembered keeps it
+           v.dtype, v.device)  # everything a refusal reads of them, flat (guard.remembered says why)
     reason = _verdicts.get(key, _guard.UNSEEN)
     if reason is _guard.UNSEEN:
         reason = _guard.kept(_verdicts, key, _refusal(q, k, v, causal))
-    if reason is None:
-        reason = _guard.capture_refusal(_loader.entry("attention"), q)
-    calls["op"] += 1
-    if reason is None:
-        calls["kernel"] += 1
-    else:
-        calls["library"] += 1
-        fallbacks[reason] += 1
-    return reason
+    return _guard.counted(calls, fallbacks, reason, "attention", q)
 
 
 @attention_op.register_fake

@@ -156,17 +156,7 @@ def _gemm(a, b) -> torch.Tensor:
 def _counted_refusal(a, b) -> str | None:
     """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
     reason = _guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b))
-    return _counted(reason if reason is not None else _guard.capture_refusal(_loader.entry("gemm"), a))
-
-
-def _counted(reason: str | None) -> str | None:
-    calls["op"] += 1
-    if reason is None:
-        calls["kernel"] += 1
-    else:
-        calls["library"] += 1
-        fallbacks[reason] += 1
-    return reason
+    return _guard.counted(calls, fallbacks, reason, "gemm", a)
 
 
 @gemm_op.register_fake
@@ -200,13 +190,11 @@ def _linear_route(original):
         # Decided here, eager or traced: a call the guard refuses is made as it was.
         if _guard.eager(input, weight):  # by the arguments' layout, before any view of them is made
             key = (input.shape, input.stride(), input.dtype, input.device, weight.shape, weight.stride(), weight.dtype,
-                   weight.device)
+                   weight.device)  # flat (guard.remembered says why)
             reason = _linear_verdicts.get(key, _guard.UNSEEN)
             if reason is _guard.UNSEEN:
                 reason = _guard.kept(_linear_verdicts, key, _refusal(input.reshape(-1, input.shape[-1]), weight.t()))
-            if reason is None:
-                reason = _guard.capture_refusal(_loader.entry("gemm"), input)
-            if _counted(reason) is not None:
+            if _guard.counted(calls, fallbacks, reason, "gemm", input) is not None:
                 return original(input, weight, bias)
             out = _loader.entry("gemm")(input.reshape(-1, input.shape[-1]), weight.t())  # views: no weight copied
         else:
