@@ -41,8 +41,8 @@ from avo.cuda_launch import KeptLaunches, Launch, _arg_bytes, _arg_key, _device_
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
 __all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "KeptLaunches", "Launch",
-           "TensorMap", "check_includes", "current_stream", "declared_builds", "load_module", "prepare", "target_arch",
-           "tensor_map", "trim_log"]
+           "TensorMap", "check_includes", "current_stream", "declared_builds", "kept_zeros", "load_module", "prepare",
+           "target_arch", "tensor_map", "trim_log"]
 
 BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
 _DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -68,6 +68,24 @@ def _from_cupy(module: str) -> Any:
         extra, why = extras.suggested_extra()
         raise CupyUnavailable(f"CuPy is not installed, and CUDA C++ kernels compile and launch through it: "
                               f"{extras.install_command(extra)} (avo's {extra} extra; {why})") from None
+
+
+def kept_zeros(numel: int, dtype, device):
+    """A torch tensor of `numel` zeros for a kernel to keep from call to call (a counter, a split's workspace), in
+    memory that torch's caching allocator does not manage: whatever pool the caller's allocations are routed to when
+    it is made (torch.compile's reduce-overhead routes its warm-up calls' into a CUDA graph's pool, and a graph's pool
+    must hold nothing but what the graph owns), CuPy's pool holds it until the tensor is dropped. A CPU device gets
+    torch.zeros."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return torch.zeros(numel, dtype=dtype, device=device)
+    cupy = _from_cupy("cupy")
+    with cupy.cuda.Device(device.index if device.index is not None else torch.cuda.current_device()):
+        array = cupy.zeros(numel, dtype=str(dtype).removeprefix("torch."))
+        cupy.cuda.runtime.deviceSynchronize()  # zeroed on CuPy's stream before any of torch's reads it
+    return torch.as_tensor(array, device=device)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,14 @@ SHAPES = {
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128
     (256, 4096, 16384): (128, 128, "split"),   # 128 wide, 64 tiles, long K: split
     (300, 1000, 20000): (128, 128, "split"),   # ragged M, N and K, split
-    (1024, 10240, 8192): (128, 256, "tail"),   # 264 tiles whole, 56 in 2 parts
-    (1000, 10240, 8192): (128, 256, "tail"),   # the same with a ragged last tile row
-    (256, 10240, 8192): (128, 128, "tail"),    # 132 tiles whole, 28 in 4 parts
-    (896, 2368, 8192): (128, 128, "tail"),     # 132 tiles whole, one in 4 parts (ragged N)
+    (1024, 14336, 4096): (128, 256, "tail"),   # 396 tiles whole, 52 in 2 parts
+    (1000, 14336, 4096): (128, 256, "tail"),   # the same with a ragged last tile row
+    (384, 18688, 8192): (128, 128, "tail"),    # 396 tiles whole, 42 in 3 parts (ragged N)
+    (1024, 10240, 8192): (128, 320, "whole"),  # 256 tiles of 128 x 320: under two waves
+    (1000, 10240, 8192): (128, 320, "whole"),  # the same with a ragged last tile row
+    (256, 10240, 8192): (128, 320, "split"),   # 64 tiles of 128 x 320 in 2 parts
+    (896, 2368, 8192): (128, 320, "split"),    # 56 tiles in 2 parts (ragged N: the last 128 of 320 columns)
+    (384, 17152, 8192): (128, 320, "tail"),    # 132 tiles whole, 30 in 4 parts (ragged N)
     (8192, 8192, 8192): (128, 256, "stream"),  # 1848 tiles whole, 200 dealt out by 8 lanes (from 8192 rows)
 }
 # With stream-K off (STREAM_K False, a knob an evolve may move) the shapes it takes run as the other rules say.
@@ -76,7 +80,12 @@ def test_each_kind_of_shape_takes_its_configuration(shape, knobs):
     expected = (WITHOUT_STREAM if knobs else {}).get(shape, SHAPES[shape])
     assert (plan.build.block_m, plan.build.block_n, work(plan)) == expected, (shape, plan)
     if work(plan) == "split":
-        assert plan.splits <= -(-shape[2] // 64) // 128  # each part walks 128 steps of K or more
+        # Split-K (rule 3) cuts K into parts of 128 steps or more; a tail with no full wave before it (rule 4, every
+        # tile cut) may cut shorter parts where the estimate says they beat whole tiles by TAIL_GAIN.
+        g, k_steps = seed(**KNOBS[knobs]).__globals__, -(-shape[2] // 64)
+        cut = g["_time"](plan.build, plan.tiles, 0, plan.splits, k_steps, H200_SMS)
+        whole = g["_time"](plan.build, plan.tiles, plan.tiles, 1, k_steps, H200_SMS)
+        assert plan.splits <= k_steps // 128 or cut <= (1 - g["TAIL_GAIN"]) * whole, (shape, plan)
 
 
 def test_the_bench_suite_takes_the_widest_tile_and_the_knobs_turn_each_rule_off():
@@ -186,6 +195,8 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
     width, stages, (m, n, k) = case
     gemm = seed()
     g = gemm.__globals__
+    # the widths as before the 320-wide tile, which now takes 256 x 10240 x 8192 and 896 x 2368 x 8192
+    g["_LARGE"] = {n: build for n, build in g["_LARGE"].items() if n != 320}
     g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1)
     g["_PLANS"].clear()
     assert g["plan"](m, n, k, H200_SMS).build is g["_LARGE"][width], "the plan no longer takes this width here"

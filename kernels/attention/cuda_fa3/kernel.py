@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import KeptLaunches, current_stream, load_module, tensor_map
+from avo.cuda import KeptLaunches, current_stream, kept_zeros, load_module, tensor_map
 
 # The shared configuration: every knob below serves every bucket that has no entry of its own for it, and BLOCK_N,
 # PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past MID_S: the bench suite's shapes from
@@ -229,7 +229,7 @@ def _counter(device):
         return torch.zeros(2, dtype=torch.int32, device=device)
     key = (device, torch.cuda.current_stream(device).cuda_stream)
     if key not in _COUNTERS:
-        _COUNTERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+        _COUNTERS[key] = kept_zeros(2, torch.int32, device)  # outside every torch memory pool
     return _COUNTERS[key]
 
 
@@ -271,9 +271,9 @@ _LAUNCHES = KeptLaunches(64)
 CUDA_GRAPHS = True
 """attention() may be captured into a CUDA graph (torch.cuda.graph): inside a capture the causal walk's counter is
 the call's own and neither it nor the launch is kept for other calls, so a replay gives an eager call's bits
-(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Not
-yet under torch.compile's reduce-overhead: its warm-up calls allocate into the graph's pool, and a counter kept from
-one is memory the graph does not own."""
+(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Under
+torch.compile's reduce-overhead too: its warm-up calls allocate into the graph's pool, so the counter kept from one is
+made by avo.cuda.kept_zeros, outside every torch pool."""
 
 
 def _capturing() -> bool:

@@ -21,6 +21,11 @@
 //     the pairs' lockstep does not cost back. Off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
+//     With C_STAGED, C_STAGED boxes of 64 x 64 at a time, so that a wide tile keeps room for its stages;
+//   - BLOCK_N = 320: wider than one wgmma (256 columns at most), each K-slice takes two, 256 and 64 columns wide,
+//     into one accumulator array in the tile's order. kernel.py picks it where its waves divide a shape better than
+//     narrower tiles' do: 1024 x 10240 x 8192 is 256 tiles of 128 x 320 (under two waves on 132 SMs), against 320
+//     of 128 x 256. Its C tile (80 KB) is staged a few boxes at a time, so that three 56 KB stages fit beside it.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
 //     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
@@ -73,6 +78,9 @@
 #ifndef B_K_MAJOR
 #define B_K_MAJOR 0
 #endif
+#ifndef C_STAGED
+#define C_STAGED 0
+#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -83,23 +91,28 @@ constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
 constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int N_MAIN = BLOCK_N > 256 ? 256 : BLOCK_N;  // one wgmma's columns (256 at most); past 256 a second one
+constexpr int N_REST = BLOCK_N - N_MAIN;                // takes the rest (a 320-wide tile: 256 + 64)
 constexpr int C_BOX_BYTES = 64 * 64 * 2;           // C leaves as boxes of 64 x 64
-constexpr int C_BYTES = TMA_STORE ? WG_M * BLOCK_N * 2 : 0;  // per consumer
+constexpr int C_BOXES = SUB_M * (BLOCK_N / 64);    // per consumer
+// Boxes a consumer stages at once (C_STAGED, 0 for all of them): fewer leave room for more stages of a wide tile.
+constexpr int C_RING = C_STAGED > 0 && C_STAGED < C_BOXES ? C_STAGED : C_BOXES;
+constexpr int C_BYTES = TMA_STORE ? C_RING * C_BOX_BYTES : 0;  // per consumer
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 // kernel.py passes STAGES * STAGE_BYTES + CONSUMERS * C_BYTES + 1024 (alignment) + 1024 (barriers) bytes of dynamic
 // shared memory.
 
 static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS must be 64 or 128");
-static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 256, "BLOCK_N must be 64, 128, 192 or 256");
-static_assert(SUB_M * ACC <= 128, "accumulators past 128 registers per thread would spill");
+static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
+static_assert(SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
 constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts)
 
-template <bool FP16>
-__device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db, int scale) {
+template <bool FP16, int R>
+__device__ __forceinline__ void mma_n(float (&d)[R], unsigned long long da, unsigned long long db, int scale) {
 #if B_K_MAJOR
     if constexpr (FP16) wgmma_kk_f16(d, da, db, scale);
     else wgmma_kk_bf16(d, da, db, scale);
@@ -203,6 +216,18 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
 #endif
 }
 
+// One sub-tile's products for the K-slice kk of a stage: one wgmma of BLOCK_N columns, or past 256 two (the first
+// N_MAIN columns, then the rest from B's fifth 64-column box on, into the accumulators that follow: wgmma's layout
+// puts columns 8j to 8j + 7 at d[4j] to d[4j + 3], so the two halves' registers lie in the whole tile's order).
+template <bool FP16>
+__device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, const unsigned char* sb, int kk,
+                                    int scale) {
+    mma_n<FP16>(*reinterpret_cast<float(*)[N_MAIN / 2]>(&d[0]), da, desc_b(sb, kk), scale);
+    if constexpr (N_REST > 0)
+        mma_n<FP16>(*reinterpret_cast<float(*)[N_REST > 0 ? N_REST / 2 : 1]>(&d[N_MAIN / 2]), da,
+                    desc_b(sb + (N_MAIN / 64) * B_BOX_BYTES, kk), scale);
+}
+
 template <bool FP16>
 __device__ __forceinline__ void store_tile(const float (&d)[SUB_M][ACC], unsigned short* C, int M, int N, int row0,
                                            int col0) {
@@ -227,40 +252,46 @@ __device__ __forceinline__ void store_tile(const float (&d)[SUB_M][ACC], unsigne
     }
 }
 
-// The consumer's finished WG_M x BLOCK_N tile into its staging buffer as 64 x 64 boxes laid out as TMA's 128-byte
-// swizzle expects (16-byte chunk index XOR row % 8), then to C through TMA. The buffer is reused only after the
-// previous tile's store has read it.
+// The consumer's finished WG_M x BLOCK_N tile to C through TMA: in rounds of C_RING 64 x 64 boxes (one round unless
+// C_STAGED asks for fewer), each written into the staging buffer as TMA's 128-byte swizzle expects (16-byte chunk
+// index XOR row % 8), then stored by one thread. A round overwrites the buffer only after the stores before it
+// (the previous round's, or the previous tile's) have read it.
 template <bool FP16>
 __device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], unsigned char* staging,
                                                const TensorMap* map_c, int consumer, int row0, int col0) {
     const int t = threadIdx.x % 128;
-    if (t == 0) tma_store_wait_read();
-    named_barrier(1 + consumer, 128);
     const int r = (t / 32) * 16 + (t % 32) / 4;
 #pragma unroll
-    for (int s = 0; s < SUB_M; ++s) {
+    for (int first = 0; first < C_BOXES; first += C_RING) {
+        if (t == 0) tma_store_wait_read();
+        named_barrier(1 + consumer, 128);
 #pragma unroll
-        for (int j = 0; j < BLOCK_N / 8; ++j) {
+        for (int s = 0; s < SUB_M; ++s) {
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = r + h * 8;
-                unsigned char* box = staging + (s * (BLOCK_N / 64) + j / 8) * C_BOX_BYTES;
-                const int offset = row * 128 + (((j % 8) ^ (row % 8)) * 16) + (t % 4) * 4;
-                const float lo = d[s][j * 4 + h * 2], hi = d[s][j * 4 + h * 2 + 1];
-                *reinterpret_cast<unsigned*>(box + offset) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+            for (int j = 0; j < BLOCK_N / 8; ++j) {
+                const int slot = s * (BLOCK_N / 64) + j / 8 - first;  // box in this round's buffer
+                if (slot < 0 || slot >= C_RING) continue;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = r + h * 8;
+                    unsigned char* box = staging + slot * C_BOX_BYTES;
+                    const int offset = row * 128 + (((j % 8) ^ (row % 8)) * 16) + (t % 4) * 4;
+                    const float lo = d[s][j * 4 + h * 2], hi = d[s][j * 4 + h * 2 + 1];
+                    *reinterpret_cast<unsigned*>(box + offset) = FP16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+                }
             }
         }
-    }
-    fence_async_smem();
-    named_barrier(1 + consumer, 128);
-    if (t == 0) {
+        fence_async_smem();
+        named_barrier(1 + consumer, 128);
+        if (t == 0) {
 #pragma unroll
-        for (int s = 0; s < SUB_M; ++s)
-#pragma unroll
-            for (int box = 0; box < BLOCK_N / 64; ++box)
-                tma_store_2d(map_c, staging + (s * (BLOCK_N / 64) + box) * C_BOX_BYTES, col0 + box * 64,
-                             row0 + s * 64);
-        tma_store_commit();
+            for (int slot = 0; slot < C_RING && first + slot < C_BOXES; ++slot) {
+                const int box = first + slot;
+                tma_store_2d(map_c, staging + slot * C_BOX_BYTES, col0 + box % (BLOCK_N / 64) * 64,
+                             row0 + box / (BLOCK_N / 64) * 64);
+            }
+            tma_store_commit();
+        }
     }
 }
 
@@ -396,8 +427,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s)
-                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), desc_b(sb, kk),
-                                  k > k_begin || kk > 0);
+                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), sb, kk, k > k_begin || kk > 0);
                 }
                 wgmma_commit();
                 if constexpr (MMA_LAG) {

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import KeptLaunches, current_stream, load_module, tensor_map
+from avo.cuda import KeptLaunches, current_stream, kept_zeros, load_module, tensor_map
 
 # The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
 # (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
@@ -66,7 +66,28 @@ STAGES_128 = 6  # avo: tune 3 4 5 6
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
-WIDTH_RATE = {256: 1.0, 192: RATE_192, 128: RATE_128}
+# A tile wider than one wgmma (320: 256 + 64 columns, two instructions per K-slice), weighed beside the others at
+# RATE_320, where its waves divide a shape better: 1024 x 10240 x 8192 is 256 such tiles, under 2 waves on 132 SMs,
+# where 256-wide tiles make 320 (2.4 waves); cuBLAS runs 128 x 320 there. Side by side on the H200 (BENCHMARKS.md):
+# 1024 x 10240 x 8192 1.010-1.012x cuBLAS against 0.976 (256 wide, tail in 2); 512 x 10240 x 8192 1.011 against
+# 0.924; 1024 x 4608 x 3584 0.992 against 0.873; 256 x 10240 x 8192 (64 tiles in 2 parts) 0.958 against 0.932. Where
+# the estimate has it level or ahead by less than 2.5% it lost: 8192 x 14336 x 4096 0.990 against 1.013 (stream-K on
+# 256-wide), 4096 x 10240 x 8192 0.986 against 0.997, 256 x 57344 x 8192 1.001 against 1.017; hence RATE_320 0.975.
+# Its C tile is staged STAGED_320 boxes of 64 x 64 per consumer at a time, so that three stages fit beside it (staged
+# whole, two stages: 0.905 against 1.012 at 1024 x 10240 x 8192). Not with clusters: B's five 64-column boxes do not
+# split between two blocks.
+WIDTH_320 = True  # avo: tune False True
+STAGES_320 = 3  # avo: tune 2 3
+STAGED_320 = 3  # avo: tune 1 2 3 5
+RATE_320 = 0.975  # avo: tune 0.95 0.975 1.0
+WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 128: RATE_128}
+# From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide for one consumer warpgroup may be weighed beside the
+# 128-row ones (cuBLAS runs 64 x 320 tiles at 256 x 10240 x 8192, 128 blocks in one wave). In this kernel one consumer
+# does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at 256 x 8192 x 8192
+# (H200, BENCHMARKS.md). Off (0) by default; a knob an evolve may turn on.
+SHORT_N = 0  # avo: tune 0 320
+SHORT_STAGES = 4  # avo: tune 3 4 5
+RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
@@ -128,19 +149,26 @@ _KERNELS = {torch.bfloat16: "gemm_bf16", torch.float16: "gemm_fp16"}
 class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
-    def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int):
+    def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
-        # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE), 1 KB to align the ring
-        # to the swizzle atom and 1 KB for barriers; as many stages as asked where they fit in SMEM_BYTES (a
-        # 256-wide tile has room for 3 beside its C tile, a 192-wide for 4, a 128-wide for 6).
-        fixed, stage = (block_m * block_n if TMA_STORE else 0) * 2 + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
+        # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it,
+        # or `staged` boxes per consumer at a time), 1 KB to align the ring to the swizzle atom and 1 KB for
+        # barriers; as many stages as asked where they fit in SMEM_BYTES (a 256-wide tile has room for 3 beside its
+        # C tile, a 192-wide for 4, a 128-wide for 6).
+        boxes = block_m * block_n // (64 * 64)
+        staging = min(boxes, staged * consumers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
+        fixed, stage = staging + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
         stages = max(2, min(stages, (SMEM_BYTES - fixed) // stage))
         self.smem = stages * stage + fixed
         self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
         }
+        if staged:
+            self.defines["C_STAGED"] = staged
+        # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
+        self.rate = WIDTH_RATE.get(block_n, 1.0) if consumers > 1 else RATE_SHORT
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
 
@@ -157,9 +185,11 @@ _NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
-_WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
-_LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128}.get(n) if n < BLOCK_N else STAGES, CONSUMERS,
-                    CLUSTER_M) for n in _WIDTHS}
+_WIDTHS = [BLOCK_N] + [n for n in (320, 192, 128) if FIT_WIDTHS and n != BLOCK_N and n // 64 % CLUSTER_M == 0
+                       and (n != 320 or WIDTH_320) and (n < BLOCK_N or n == 320)]
+_LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(n) if n != BLOCK_N
+                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0) for n in _WIDTHS}
+_SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")
 
 _SMS: dict = {}
@@ -196,7 +226,7 @@ def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms:
     """Estimated time, in k-steps of a 128 x 256 tile: the waves of the whole tiles, then those of the split tiles'
     units, each at its width's throughput, a split one also paying for its tile's partials (rule 4)."""
     size = build.block_m * build.block_n / (128 * 256)
-    step = size / WIDTH_RATE.get(build.block_n, 1.0)
+    step = size / build.rate
     time = -(-whole // sms) * k_steps * step
     if splits > 1:
         unit = -(-k_steps // splits) * step + (splits + 1) * PARTIAL_STEPS * size
@@ -248,7 +278,7 @@ def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int
     blocks = groups * lanes
     pieces = max(piece[4] for run in stream_runs(tiles, whole, k_steps, blocks, lanes) for piece in run)
     size = build.block_m * build.block_n / (128 * 256)
-    step = size / WIDTH_RATE.get(build.block_n, 1.0)
+    step = size / build.rate
     time = -(-whole // slots) * k_steps * step + -(-columns * k_steps // groups) * step
     return time + (pieces + 1) * PARTIAL_STEPS * size * (pieces > 1), blocks, pieces
 
@@ -276,8 +306,7 @@ def _workspace(device, stream: int, partial_floats: int, counters: int):
     if held is None or held[0].numel() < partial_floats or held[1].numel() < counters:
         floats = max(partial_floats, held[0].numel() if held else 0)
         count = max(counters, held[1].numel() if held else 0)
-        held = (torch.empty(floats, dtype=torch.float32, device=device),
-                torch.zeros(count, dtype=torch.int32, device=device))
+        held = kept_zeros(floats, torch.float32, device), kept_zeros(count, torch.int32, device)
         _WORKSPACE[key] = held
         _LAUNCHES.clear()  # the launches kept hold the replaced workspace's addresses
     return held
@@ -310,7 +339,9 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
         return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
 
     few = bucket(M, N, K) == "few"
-    build = _FEW if few else min(_LARGE.values(), key=whole_time)  # the widest among equals (first)
+    # the widest among equals (first); the short tile only up to 256 rows
+    builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
+    build = _FEW if few else min(builds, key=whole_time)
     if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
         build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     units = tiles(build)
@@ -320,7 +351,7 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
         return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
-    for wide in () if few else _LARGE.values():
+    for wide in () if few else builds:
         count, slots = tiles(wide), sms // wide.cluster_m
         whole = count // slots * slots  # the full waves' tiles
         for parts in range(2, min(TAIL_SPLITS, k_steps) + 1):
@@ -346,9 +377,9 @@ no copy; avo package routes nn.Linear to such a kernel (checking its answer once
 CUDA_GRAPHS = True
 """gemm() may be captured into a CUDA graph (torch.cuda.graph): inside a capture a split call's workspace is the
 call's own and neither it nor the launch is kept for other calls, so a replay gives an eager call's bits
-(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Not
-yet under torch.compile's reduce-overhead: its warm-up calls allocate into the graph's pool, and a workspace kept
-from one is memory the graph does not own."""
+(tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Under
+torch.compile's reduce-overhead too: its warm-up calls allocate into the graph's pool, so the workspace kept from one
+is made by avo.cuda.kept_zeros, outside every torch pool."""
 
 
 def _capturing() -> bool:

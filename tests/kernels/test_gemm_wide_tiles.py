@@ -1,0 +1,112 @@
+"""gemm/cuda_wgmma's tiles wider than one wgmma: 128 x 320 (two consumers, two instructions per K-slice: 256 and 64
+columns) and the short 64 x 320 tile of one consumer, each with its C tile staged a few boxes at a time. On a GPU
+every kind of work on them (whole tiles, a split tail, split-K, stream-K) is correct and bitwise repeatable, with B
+in rows and as nn.Linear's weight.t(); on the CPU each build compiles for Hopper without spills."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import needs
+import pytest
+import torch
+from test_gemm_splitk import arrivals_reset, check_repeatable
+
+from avo.evaluate.worker.loader import load_entry
+from avo.tasks import load, relative_error
+
+SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
+H200_SMS = 132
+# (M, N, K, build, work, parts): build "320" is the 128 x 320 tile, "short" the 64 x 320 one; work as
+# test_gemm_splitk.py names it, "tail" and "split" in `parts`, "stream" past the last full wave.
+FORCED = [
+    (1024, 10240, 8192, "320", "whole", 1),   # 256 tiles: under two waves
+    (1000, 10200, 1032, "320", "whole", 1),   # ragged M, N (the last tile 280 of 320 columns) and K
+    (1024, 57344, 8192, "320", "tail", 2),    # 1440 tiles: 1320 whole, 120 in 2 parts
+    (256, 4096, 16384, "320", "split", 4),    # 26 tiles in 4 parts
+    (1000, 10240, 8192, "320", "stream", 1),  # ragged rows; 132 whole, 124 dealt out
+    (256, 10240, 8192, "short", "whole", 1),  # 128 tiles of 64 x 320: one wave
+    (200, 9992, 8200, "short", "whole", 1),   # ragged M, N and K
+    (256, 4096, 16384, "short", "split", 2),  # 52 tiles in 2 parts
+    (256, 57344, 8192, "short", "stream", 1),  # 720 tiles: 660 whole, 60 dealt out
+]
+
+
+def forced(case):
+    """The seed's wrapper running `case`'s build and work on every shape."""
+    m, n, k, which, kind, parts = case
+    gemm = load_entry(SEED, "gemm")
+    g = gemm.__globals__
+    build = g["_LARGE"][320] if which == "320" else g["_Build"](64, 320, g["SHORT_STAGES"], 1, 1, g["STAGED_320"])
+
+    def plan(M, N, K, sms):
+        count = -(-M // build.block_m) * -(-N // build.block_n)
+        if kind == "stream":
+            return g["stream_plan"](build, count, 1, -(-K // 64), sms, -(-M // build.block_m))[1]
+        whole = {"whole": count, "split": 0, "tail": count // sms * sms}[kind]
+        return g["Plan"](build, count, whole, parts)
+
+    g["plan"] = plan
+    g["_PLANS"].clear()
+    return gemm
+
+
+def test_the_wide_builds_stage_their_c_tile_in_part_and_take_the_stages_that_fit():
+    g = load_entry(SEED, "gemm").__globals__
+    wide, short = g["_LARGE"][320], g["_Build"](64, 320, g["SHORT_STAGES"], 1, 1, g["STAGED_320"])
+    assert (wide.block_m, wide.block_n, wide.consumers) == (128, 320, 2)
+    assert (short.block_m, short.block_n, short.consumers) == (64, 320, 1)
+    for build, stages in ((wide, g["STAGES_320"]), (short, g["SHORT_STAGES"])):
+        assert build.defines["C_STAGED"] == g["STAGED_320"] and build.defines["STAGES"] == stages
+        assert build.smem <= g["SMEM_BYTES"]
+    # staged whole, the 128 x 320 tile's C (80 KB) would leave room for two stages only
+    assert g["_Build"](128, 320, 3, 2, 1).defines["STAGES"] == 2
+
+
+def test_a_forced_plan_takes_the_work_asked_for():
+    for case in FORCED:
+        m, n, k, which, kind, parts = case
+        plan = forced(case).__globals__["plan"](m, n, k, H200_SMS)
+        assert plan.build.block_n == 320 and plan.build.block_m == (128 if which == "320" else 64)
+        got = "stream" if plan.stream else "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
+        assert got == kind, case
+
+
+@needs.nvcc
+def test_the_wide_builds_compile_for_hopper_without_spills(tmp_path):
+    from avo.evaluate.cuda_compile import compile_check
+
+    load_entry(SEED, "gemm")  # declares its builds in this process
+    check = compile_check(SEED, "sm_90a", cubin_dir=tmp_path)
+    wide = {name: facts for name, facts in check.resources.items() if "BLOCK_N=320" in facts["defines"]}
+    assert check.ok, check.log
+    assert len(wide) >= 4, sorted(check.resources)  # both tiles, bf16 and fp16
+    for name, facts in wide.items():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", FORCED, ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}-{c[4]}{c[5]}")
+def test_each_kind_of_work_on_the_wide_tiles_is_correct_and_bitwise_repeatable(case, dtype):
+    needs.module("cupy")
+    gemm = forced(case)
+    check_repeatable(gemm, case[:3], dtype, case, repeats=3)
+    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FORCED[:3] + FORCED[5:7], ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}")
+def test_the_wide_tiles_read_a_transposed_weight_in_place(case):
+    needs.module("cupy")
+    gemm = forced(case)
+    m, n, k = case[:3]
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+    out = gemm(a, weight.t())
+    task = load("gemm")
+    assert relative_error(out, task.reference(a, weight.t())) <= task.tolerance("bfloat16"), case
+    assert torch.equal(out, gemm(a, weight.t())), f"{case}: a repeated call gave other bits"
+    assert next(iter(gemm.__globals__["_PLANS"].values())).build._k_major is not None, "the twin did not run"
