@@ -147,7 +147,8 @@ def streamed(gemm, width, waves: int, lanes: int):
     `waves` - 1 full waves (0: every tile), up to `lanes` tiles of a tile column a run."""
     g = gemm.__globals__
     g["STREAM_LANES"] = lanes
-    build = g["_FEW"] if width == "few" else g["_Build"](*TALL, 2, 1) if width == "tall" else g["_LARGE"][width]
+    tall = width == "tall" and g["_Build"](*TALL, 2, 1, 0, g["RATE_128"])
+    build = g["_FEW"] if width == "few" else tall or g["_LARGE"][width]
 
     def plan(M, N, K, sms):
         rows = -(-M // build.block_m)
@@ -197,7 +198,7 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
     g = gemm.__globals__
     # the widths as before the 320-wide tile, which now takes 256 x 10240 x 8192 and 896 x 2368 x 8192
     g["_LARGE"] = {n: build for n, build in g["_LARGE"].items() if n != 320}
-    g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1)
+    g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1, 0, g["WIDTH_RATE"][width])
     g["_PLANS"].clear()
     assert g["plan"](m, n, k, H200_SMS).build is g["_LARGE"][width], "the plan no longer takes this width here"
     check_repeatable(gemm, (m, n, k), dtype, case)

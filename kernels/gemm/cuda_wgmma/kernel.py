@@ -86,7 +86,7 @@ WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 128: RATE_128}
 # does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at 256 x 8192 x 8192
 # (H200, BENCHMARKS.md). Off (0) by default; a knob an evolve may turn on.
 SHORT_N = 0  # avo: tune 0 320
-SHORT_STAGES = 4  # avo: tune 3 4 5
+SHORT_STAGES = 4  # avo: tune 3 4
 RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
@@ -149,7 +149,8 @@ _KERNELS = {torch.bfloat16: "gemm_bf16", torch.float16: "gemm_fp16"}
 class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
-    def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0):
+    def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
+                 rate: float = 1.0):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it,
@@ -167,8 +168,7 @@ class _Build:
         }
         if staged:
             self.defines["C_STAGED"] = staged
-        # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
-        self.rate = WIDTH_RATE.get(block_n, 1.0) if consumers > 1 else RATE_SHORT
+        self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
 
@@ -185,11 +185,13 @@ _NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
-_WIDTHS = [BLOCK_N] + [n for n in (320, 192, 128) if FIT_WIDTHS and n != BLOCK_N and n // 64 % CLUSTER_M == 0
-                       and (n != 320 or WIDTH_320) and (n < BLOCK_N or n == 320)]
+_WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
+if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
+    _WIDTHS.insert(1, 320)
 _LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(n) if n != BLOCK_N
-                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0) for n in _WIDTHS}
-_SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0) if SHORT_N else None
+                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0, WIDTH_RATE[n]) for n in _WIDTHS}
+_SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
+                RATE_SHORT) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")
 
 _SMS: dict = {}
