@@ -256,3 +256,11 @@ def test_the_cupy_api_avo_uses_is_there():
     assert callable(driver.funcSetAttribute) and isinstance(driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int)
     assert callable(cupy.cuda.Device)
     assert callable(cupy.cuda.runtime.deviceSynchronize)
+
+
+def test_kept_zeros_on_a_cpu_device_are_torch_zeros():
+    """(On a GPU they are CuPy's memory, outside torch's pools: tests/kernels/test_cuda_graphs.py runs the seeds that
+    keep them under torch.compile's reduce-overhead.)"""
+    kept = cuda.kept_zeros(5, torch.int32, "cpu")
+    assert kept.dtype == torch.int32 and kept.device.type == "cpu" and kept.tolist() == [0] * 5
+    assert "kept_zeros" in cuda.__all__
