@@ -37,12 +37,13 @@ from typing import Any
 
 from avo.cuda_source import (HEADER_SUFFIXES, LOG_LIMIT, CudaCompileError, check_includes, headers,
                              performance_notices, trim_log, whole_elf)
-from avo.cuda_launch import KeptLaunches, Launch, _arg_bytes, _arg_key, _device_of, _dims, current_stream
+from avo.cuda_launch import (KeptLaunches, Launch, _arg_bytes, _arg_key, _device_of, _dims, capturing,
+                             current_stream)
 from avo.cuda_tensor_map import TensorMap, tensor_map
 
 __all__ = ["HEADER_SUFFIXES", "LOG_LIMIT", "Build", "CudaCompileError", "CudaModule", "KeptLaunches", "Launch",
-           "TensorMap", "check_includes", "current_stream", "declared_builds", "kept_zeros", "load_module", "prepare",
-           "target_arch", "tensor_map", "trim_log"]
+           "TensorMap", "capturing", "check_includes", "current_stream", "declared_builds", "kept_zeros", "load_module",
+           "prepare", "target_arch", "tensor_map", "trim_log"]
 
 BASE_OPTIONS = ("-std=c++17", "--generate-line-info")
 _DEFAULT_SMEM_LIMIT = 48 * 1024

@@ -23,7 +23,7 @@ from typing import Any
 
 from avo.cuda_tensor_map import TensorMap
 
-__all__ = ["KeptLaunches", "Launch", "current_stream", "pack"]
+__all__ = ["KeptLaunches", "Launch", "capturing", "current_stream", "pack"]
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 _MAP_ALIGN = 64
@@ -128,6 +128,15 @@ def current_stream(device: int) -> int:
         raise ValueError("CUDA kernels need CUDA tensors; got a tensor on the CPU")
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured on torch's current stream: a wrapper then keeps nothing it makes for
+    the call (the graph's memory, replayed with it) and no launch. Never where CUDA was not initialized (no capture
+    can be under way, and a CPU-only process asks no driver)."""
+    import torch
+
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 @functools.lru_cache(maxsize=1)

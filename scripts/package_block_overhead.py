@@ -166,8 +166,10 @@ def main() -> None:
                               f"{count} kernels {busy:7.1f} µs, rel err {error:.1e}", flush=True)
                         if args.kernel_table:
                             table = kernel_table(fn, x)
-                            library_table = library_table if name != "library" else table
-                            print_table_difference(name, table, library_table)
+                            if name == "library":
+                                library_table = table
+                            elif library_table is not None:  # the library's variant first, unless left out
+                                print_table_difference(name, table, library_table)
                         if args.host_profile:
                             host_profile(fn, x)
             if args.graphs:

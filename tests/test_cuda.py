@@ -264,3 +264,10 @@ def test_kept_zeros_on_a_cpu_device_are_torch_zeros():
     kept = cuda.kept_zeros(5, torch.int32, "cpu")
     assert kept.dtype == torch.int32 and kept.device.type == "cpu" and kept.tolist() == [0] * 5
     assert "kept_zeros" in cuda.__all__
+
+
+def test_asking_whether_a_capture_is_under_way_initializes_nothing():
+    """The seeds ask on every call; outside a capture the answer is no, and a process that never initialized CUDA
+    (a CPU-only one) still has not."""
+    initialized = torch.cuda.is_initialized()
+    assert cuda.capturing() is False and torch.cuda.is_initialized() == initialized

@@ -28,7 +28,7 @@ def recorded(module: dict, monkeypatch) -> list:
     monkeypatch.setitem(module, "tensor_map", lambda tensor, box: None)
     monkeypatch.setitem(module, "_sm_count", lambda device: 132)
     monkeypatch.setitem(module, "current_stream", lambda device: 7)
-    monkeypatch.setitem(module, "_capturing", lambda: False)
+    monkeypatch.setitem(module, "capturing", lambda: False)
     return events
 
 
@@ -55,7 +55,7 @@ def test_attention_prepares_a_launch_once_per_layout_and_argument(monkeypatch):
     attention(q, k, v, True, 0.5)
     assert len(module["_LAUNCHES"]) == 2, "the oldest kept launches go past the limit"
     kept = list(module["_LAUNCHES"].keys())
-    monkeypatch.setitem(module, "_capturing", lambda: True)  # inside a CUDA graph capture: prepared, never kept
+    monkeypatch.setitem(module, "capturing", lambda: True)  # inside a CUDA graph capture: prepared, never kept
     attention(q, k, v, True, 0.125), attention(q, k, v, True, 0.125)
     assert sum(e != "run" for e in events) == 8 and list(module["_LAUNCHES"].keys()) == kept
 
@@ -66,10 +66,10 @@ def test_the_causal_walks_counter_is_the_streams_but_a_captures_own(monkeypatch)
     monkeypatch.setitem(module, "torch", SimpleNamespace(
         zeros=torch.zeros, int32=torch.int32, cuda=SimpleNamespace(current_stream=lambda device: SimpleNamespace(
             cuda_stream=7))))
-    monkeypatch.setitem(module, "_capturing", lambda: False)
+    monkeypatch.setitem(module, "capturing", lambda: False)
     first = module["_counter"]("cpu")
     assert module["_counter"]("cpu") is first and len(module["_COUNTERS"]) == 1
-    monkeypatch.setitem(module, "_capturing", lambda: True)
+    monkeypatch.setitem(module, "capturing", lambda: True)
     captured = module["_counter"]("cpu")
     assert captured is not first and not captured.any() and len(module["_COUNTERS"]) == 1
 
@@ -94,7 +94,7 @@ def test_gemm_prepares_a_launch_once_per_layout_and_drops_them_when_a_workspace_
     gemm(a, b.t().contiguous().t())  # b read K-major: another launch
     assert sum(e != "run" for e in events) == 2
     kept, workspace = list(module["_LAUNCHES"].keys()), dict(module["_WORKSPACE"])
-    monkeypatch.setitem(module, "_capturing", lambda: True)  # inside a CUDA graph capture: its own workspace
+    monkeypatch.setitem(module, "capturing", lambda: True)  # inside a CUDA graph capture: its own workspace
     gemm(a, b), gemm(a, b)
     assert sum(e != "run" for e in events) == 4 and list(module["_LAUNCHES"].keys()) == kept
     assert module["_WORKSPACE"] == workspace, "a capture's workspace was kept"

@@ -57,9 +57,7 @@ def _counted_refusal(q, k, v, causal: bool) -> str | None:
     causal = bool(causal)
     key = (causal, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
            v.dtype, v.device)  # everything a refusal reads of them, flat (guard.remembered says why)
-    reason = _verdicts.get(key, _guard.UNSEEN)
-    if reason is _guard.UNSEEN:
-        reason = _guard.kept(_verdicts, key, _refusal(q, k, v, causal))
+    reason = _guard.verdict(_verdicts, key, _refusal, q, k, v, causal)
     return _guard.counted(calls, fallbacks, reason, "attention", q)
 
 

@@ -153,9 +153,14 @@ def _gemm(a, b) -> torch.Tensor:
     return _loader.entry("gemm")(a, b) if _counted_refusal(a, b) is None else library(a, b)
 
 
+def _linear_refusal(input, weight) -> str | None:
+    """`_refusal` of F.linear's arguments as the kernel would take them (views: the weight is never copied)."""
+    return _refusal(input.reshape(-1, input.shape[-1]), weight.t())
+
+
 def _counted_refusal(a, b) -> str | None:
     """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
-    reason = _guard.remembered(_verdicts, (a, b), None, lambda: _refusal(a, b))
+    reason = _guard.remembered(_verdicts, (a, b), None, _refusal, a, b)
     return _guard.counted(calls, fallbacks, reason, "gemm", a)
 
 
@@ -191,9 +196,7 @@ def _linear_route(original):
         if _guard.eager(input, weight):  # by the arguments' layout, before any view of them is made
             key = (input.shape, input.stride(), input.dtype, input.device, weight.shape, weight.stride(), weight.dtype,
                    weight.device)  # flat (guard.remembered says why)
-            reason = _linear_verdicts.get(key, _guard.UNSEEN)
-            if reason is _guard.UNSEEN:
-                reason = _guard.kept(_linear_verdicts, key, _refusal(input.reshape(-1, input.shape[-1]), weight.t()))
+            reason = _guard.verdict(_linear_verdicts, key, _linear_refusal, input, weight)
             if _guard.counted(calls, fallbacks, reason, "gemm", input) is not None:
                 return original(input, weight, bias)
             out = _loader.entry("gemm")(input.reshape(-1, input.shape[-1]), weight.t())  # views: no weight copied

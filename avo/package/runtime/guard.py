@@ -98,30 +98,32 @@ def counted(calls, fallbacks, reason: str | None, entry: str, tensor: torch.Tens
     return reason
 
 
-UNSEEN = object()
+_UNSEEN = object()
 _KEPT_VERDICTS = 4096
 NOT_YET = "not yet checked"
 """In a reason that may change on a later call (a check that could not run yet): such a verdict is not kept."""
 
 
-def remembered(verdicts: dict, tensors: tuple[torch.Tensor, ...], extra, decide) -> str | None:
-    """`decide()`'s verdict for these tensors, kept in `verdicts` by everything a refusal reads of them (shape,
+def remembered(verdicts: dict, tensors: tuple[torch.Tensor, ...], extra, decide, *args) -> str | None:
+    """`decide(*args)`'s verdict for these tensors, kept in `verdicts` by everything a refusal reads of them (shape,
     strides, dtype, device) and `extra`: the same call again costs a dictionary lookup, not the checks. Only for
     real tensors (an eager call, or the op's body at run time), never while tracing. (A route on a hot path builds
-    the same key flat and looks it up itself, `kept` storing what it decides: a call it leaves on the library then
-    costs about a microsecond less.)"""
-    key = (extra, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
-    reason = verdicts.get(key, UNSEEN)
-    return kept(verdicts, key, decide()) if reason is UNSEEN else reason
+    the same key flat and asks `verdict` with it: a call it leaves on the library then costs about a microsecond
+    less.)"""
+    return verdict(verdicts, (extra, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors]), decide, *args)
 
 
-def kept(verdicts: dict, key, reason: str | None) -> str | None:
-    """`reason`, kept in `verdicts` under `key` unless it may change on a later call (NOT_YET); past _KEPT_VERDICTS
-    layouts the kept ones are dropped first."""
-    if reason is None or NOT_YET not in reason:
-        if len(verdicts) >= _KEPT_VERDICTS:
-            verdicts.clear()
-        verdicts[key] = reason
+def verdict(verdicts: dict, key, decide, *args) -> str | None:
+    """The verdict kept in `verdicts` under `key`; else `decide(*args)`'s, kept there unless it may change on a later
+    call (NOT_YET). Past _KEPT_VERDICTS layouts the kept ones are dropped first. (`decide` and its arguments apart, not
+    a closure: a route on a hot path then makes no closure per call.)"""
+    reason = verdicts.get(key, _UNSEEN)
+    if reason is _UNSEEN:
+        reason = decide(*args)
+        if reason is None or NOT_YET not in reason:
+            if len(verdicts) >= _KEPT_VERDICTS:
+                verdicts.clear()
+            verdicts[key] = reason
     return reason
 
 

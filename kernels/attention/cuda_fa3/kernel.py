@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import KeptLaunches, current_stream, kept_zeros, load_module, tensor_map
+from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_module, tensor_map
 
 # The shared configuration: every knob below serves every bucket that has no entry of its own for it, and BLOCK_N,
 # PERSISTENT, BLOCK_M and CONSUMERS are those of the d128 bucket (D = 128 past MID_S: the bench suite's shapes from
@@ -225,7 +225,7 @@ def _counter(device):
     """The DYNAMIC walk's tile counter and count of finished blocks, zero between launches (the last block resets
     them): one pair per device and stream, since launches on two streams at once would draw each other's tiles. While
     a CUDA graph is captured, a pair of the call's own (the graph's memory, replayed with it), never kept."""
-    if _capturing():
+    if capturing():
         return torch.zeros(2, dtype=torch.int32, device=device)
     key = (device, torch.cuda.current_stream(device).cuda_stream)
     if key not in _COUNTERS:
@@ -261,7 +261,7 @@ def attention(q, k, v, causal, sm_scale):
            float(sm_scale), current_stream(q.get_device()))
     prepare = lambda: launcher(plan(B, Hq, Hkv, S, D, causal), q, k, v, o, causal, sm_scale)  # noqa: E731
     # A launch captured into a CUDA graph holds the graph's own counter: made for the capture, never kept.
-    (prepare() if _capturing() else _LAUNCHES.get(key, prepare))()
+    (prepare() if capturing() else _LAUNCHES.get(key, prepare))()
     return o
 
 
@@ -274,12 +274,6 @@ the call's own and neither it nor the launch is kept for other calls, so a repla
 (tests/kernels/test_cuda_graphs.py). avo package runs such a kernel inside a capture, any other on the library. Under
 torch.compile's reduce-overhead too: its warm-up calls allocate into the graph's pool, so the counter kept from one is
 made by avo.cuda.kept_zeros, outside every torch pool."""
-
-
-def _capturing() -> bool:
-    """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
-    CUDA."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def launch(planned: Plan, q, k, v, o, causal, sm_scale):

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from avo.cuda import KeptLaunches, current_stream, kept_zeros, load_module, tensor_map
+from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_module, tensor_map
 
 # The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
 # (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
@@ -300,7 +300,7 @@ def _workspace(device, stream: int, partial_floats: int, counters: int):
     grown as shapes need and kept: one pair per device and stream, since split calls on two streams at once would
     otherwise sum into each other's partials and count each other's arrivals. While a CUDA graph is captured, a pair
     of the call's own (the graph's memory, replayed with it), never kept."""
-    if _capturing():
+    if capturing():
         return (torch.empty(partial_floats, dtype=torch.float32, device=device),
                 torch.zeros(counters, dtype=torch.int32, device=device))
     key = (device, stream)
@@ -384,12 +384,6 @@ torch.compile's reduce-overhead too: its warm-up calls allocate into the graph's
 is made by avo.cuda.kept_zeros, outside every torch pool."""
 
 
-def _capturing() -> bool:
-    """Whether a CUDA graph is being captured on the current stream (its calls then keep nothing); never without
-    CUDA."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-
-
 _LAUNCHES = KeptLaunches(64)
 """Calls' launches, prepared, by what they depend on (avo.cuda's KeptLaunches); emptied when a workspace is
 replaced."""
@@ -416,7 +410,7 @@ def gemm(a, b):
     key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, k_major, a.dtype, current_stream(a.get_device()))
     prepare = lambda: _launcher(a, b, c, k_major)  # noqa: E731
     # A launch captured into a CUDA graph holds the graph's own workspace: made for the capture, never kept.
-    (prepare() if _capturing() else _LAUNCHES.get(key, prepare))()
+    (prepare() if capturing() else _LAUNCHES.get(key, prepare))()
     return c
 
 

@@ -45,7 +45,8 @@ FORBIDDEN_MODULES = (
 )
 SANCTIONED = frozenset(
     "avo.cuda avo.cuda.load_module avo.cuda.CudaModule avo.cuda.CudaCompileError avo.cuda.target_arch "
-    "avo.cuda.tensor_map avo.cuda.TensorMap avo.cuda.current_stream avo.cuda.KeptLaunches avo.cuda.kept_zeros".split()
+    "avo.cuda.tensor_map avo.cuda.TensorMap avo.cuda.current_stream avo.cuda.KeptLaunches avo.cuda.kept_zeros "
+    "avo.cuda.capturing".split()
 )
 """The one part of avo a candidate may import: the NVRTC/CuPy path for CUDA C++ sources (its public names only)."""
 
