@@ -189,3 +189,22 @@ def test_inside_a_cuda_graph_capture_sdpa_goes_to_the_library_unless_the_kernel_
         ours = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     assert pkg.calls == {"op": 2, "library": 1, "kernel": 1} and pkg.fallbacks == {guard.CAPTURE: 1}
     assert torch.allclose(ours.float(), expected.float(), atol=2e-2)
+
+
+def test_grouped_heads_without_enable_gqa_go_to_sdpa_whatever_an_earlier_calls_verdict(runs, tmp_path):
+    """The verdict is kept by layout and enable_gqa alike: the same q, k, v that the kernel took with enable_gqa go to
+    SDPA without it, which refuses them as it does unpatched (Hq 4 against Hkv 2)."""
+    pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_gqa_flag", ATTENTION_STAND_IN, device="cpu",
+                              device_names=[])
+    q = torch.randn(1, 4, 16, 64, dtype=torch.bfloat16)
+    k, v = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16), torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        with pytest.raises(RuntimeError) as unpatched:
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        with pkg.patch():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            with pytest.raises(RuntimeError) as patched:
+                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert str(patched.value) == str(unpatched.value)
+    assert pkg.calls == {"op": 2, "kernel": 1, "library": 1}
+    assert pkg.fallbacks == {"shape (Hq differs from Hkv without enable_gqa)": 1}

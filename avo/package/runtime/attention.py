@@ -52,13 +52,19 @@ def _attention(q, k, v, causal: bool, scale: float) -> torch.Tensor:
     return library(q, k, v, causal, scale)
 
 
-def _counted_refusal(q, k, v, causal: bool) -> str | None:
-    """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes."""
-    causal = bool(causal)
-    key = (causal, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
-           v.dtype, v.device)  # everything a refusal reads of them, flat (guard.remembered says why)
-    reason = _guard.verdict(_verdicts, key, _refusal, q, k, v, causal)
+def _counted_refusal(q, k, v, causal: bool, gqa: bool = True) -> str | None:
+    """`_refusal` (or, inside a CUDA graph capture, guard.capture_refusal), the call counted where it goes. `gqa`:
+    whether Hq may differ from Hkv (SDPA's enable_gqa; the op's own calls always may)."""
+    key = (causal, gqa, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape,
+           v.stride(), v.dtype, v.device)  # everything a refusal reads of them, flat (guard.remembered says why)
+    reason = _guard.verdict(_verdicts, key, _route_refusal, q, k, v, causal, gqa)
     return _guard.counted(calls, fallbacks, reason, "attention", q)
+
+
+def _route_refusal(q, k, v, causal: bool, gqa: bool) -> str | None:
+    if not gqa and q.dim() == k.dim() and q.dim() > 1 and q.shape[1] != k.shape[1]:
+        return "shape (Hq differs from Hkv without enable_gqa)"
+    return _refusal(q, k, v, bool(causal))
 
 
 @attention_op.register_fake
@@ -83,14 +89,14 @@ def _scale(q, scale: float | None) -> float:
 def _sdpa_route(original):
     def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                      scale=None, enable_gqa=False):
-        ours = (attn_mask is None and dropout_p == 0.0 and query.dim() == key.dim() == value.dim() == 4
-                and (enable_gqa or query.shape[1] == key.shape[1]) and not _guard.wants_grad(query, key, value))
-        if ours:  # decided here, eager or traced: a call the guard refuses is made as it was
-            eager = _guard.eager(query, key, value)
-            refused = (_counted_refusal if eager else _refusal)(query, key, value, is_causal)
-            if refused is None:
-                kernel = _loader.entry("attention") if eager else attention_op
-                return kernel(query, key, value, is_causal, _scale(query, scale))
+        # Decided here, eager or traced: a call the guard refuses is made as it was. (An eager call's verdict is kept
+        # by layout: one seen before costs a lookup.)
+        if attn_mask is None and dropout_p == 0.0 and not _guard.wants_grad(query, key, value):
+            if _guard.eager(query, key, value):
+                if _counted_refusal(query, key, value, is_causal, enable_gqa) is None:
+                    return _loader.entry("attention")(query, key, value, is_causal, _scale(query, scale))
+            elif _route_refusal(query, key, value, is_causal, enable_gqa) is None:
+                return attention_op(query, key, value, is_causal, _scale(query, scale))
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
 

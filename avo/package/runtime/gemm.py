@@ -189,8 +189,8 @@ def _matmul_route(original):
 
 def _linear_route(original):
     def linear(input, weight, bias=None):
-        if input.dim() < 2 or weight.dim() != 2 or _guard.wants_grad(input, weight, *(() if bias is None else
-                                                                                      (bias,))):
+        if input.dim() < 2 or weight.dim() != 2 or (_guard.wants_grad(input, weight) if bias is None else
+                                                    _guard.wants_grad(input, weight, bias)):
             return original(input, weight, bias)
         # Decided here, eager or traced: a call the guard refuses is made as it was.
         if _guard.eager(input, weight):  # by the arguments' layout, before any view of them is made

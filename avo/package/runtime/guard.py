@@ -54,7 +54,11 @@ def _gpu_refusal(index: int) -> str | None:
 
 def wants_grad(*tensors: torch.Tensor) -> bool:
     """No backward was evolved: a call that autograd will differentiate stays on the library."""
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if torch.is_grad_enabled():
+        for t in tensors:  # a loop, not any() over a generator: this runs on every routed call, in its host time
+            if t.requires_grad:
+                return True
+    return False
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # a Parameter has torch functions disabled: plain to the dispatcher
@@ -64,8 +68,17 @@ def eager(*tensors: torch.Tensor) -> bool:
     """Whether a call may run the op's body directly, skipping the dispatcher (about 7-10 µs of host time a call):
     plain tensors (or parameters), nothing tracing (torch.compile, export, FX, torch.jit.trace) and no dispatch mode
     active. Anywhere else the op goes through torch.library, so graphs hold it as one node."""
-    return (not torch.compiler.is_compiling() and not torch.jit.is_tracing()
-            and not torch._C._len_torch_dispatch_stack() and all(type(t) in _PLAIN for t in tensors))
+    if _compiling() or _tracing() or _modes():
+        return False
+    for t in tensors:  # a loop, not all() over a generator (wants_grad says why)
+        if type(t) not in _PLAIN:
+            return False
+    return True
+
+
+# Bound once: eager() runs on every routed call. (torch.jit.is_tracing() is torch._C._is_tracing() outside
+# TorchScript, where a route never runs.)
+_compiling, _tracing, _modes = torch.compiler.is_compiling, torch._C._is_tracing, torch._C._len_torch_dispatch_stack
 
 
 CAPTURE = "capture (a CUDA graph is being captured and kernel.py does not say its kernel may be: CUDA_GRAPHS)"
