@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 from avo.evaluate.guards.static import layers
-from avo.evaluate.guards.static import names
+from avo.evaluate.guards.static import names, unseen
 from avo.evaluate.guards.rules import Rejection, waived
 from avo.evaluate.guards.static.cuda_sources import scan_c
 from avo.evaluate.guards.static.finding import Finding
@@ -116,6 +116,7 @@ class _PythonChecker(ast.NodeVisitor):
         self.functions: list[str] = []
         self.kernels = 0
         self.holders = layers.find_holders(tree, self.resolver.resolve)
+        self.parents = unseen.parents(tree)
         self.built: set[int] = set()
         """Nodes that build a torch.nn layer inside an `__init__` (a parameter holder), or name a layer class as a type
         (`isinstance(m, nn.Linear)`, an annotation): not library calls."""
@@ -152,6 +153,15 @@ class _PythonChecker(ast.NodeVisitor):
             self._add("static.forbidden_import", node, f"{verb} {dotted} (introspection that escapes name checks)")
         elif self.in_handler and parts[0] == "torch" and not _harmless_torch(dotted):
             self._add("static.torch_fallback", node, f"{verb} {dotted} in an except handler (a fallback to torch)")
+        elif (why := unseen.refusal(dotted)) is not None:
+            self._add("static.library_call", node, f"{verb} {dotted} ({why})")
+
+    def _judge_value(self, dotted: str, node: ast.Name | ast.Attribute) -> None:
+        """A module of a library the op recorder cannot see, handed on as a value (unseen.passed_on)."""
+        if unseen.module_like(dotted) and unseen.passed_on(node, self.parents.get(id(node)), self.resolver.resolve,
+                                                           self.resolver.fold):
+            self._add("static.library_call", node, f"passes {dotted} on as a value (what is looked up in it there is "
+                      "out of the guard's sight, and the run-time op recorder cannot see this library's work)")
 
     def _judge_method(self, attr: str, node: ast.AST) -> None:
         """`x.attr` where x is not a known module: a tensor method, or a way out of the checker."""
@@ -183,11 +193,14 @@ class _PythonChecker(ast.NodeVisitor):
             dotted = self.resolver.resolve(node)
             if dotted and "." in dotted:
                 self._judge(dotted, node)
+            if dotted:
+                self._judge_value(dotted, node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = self.resolver.resolve(node)
         if dotted:
             self._judge(dotted, node)
+            self._judge_value(dotted, node)
             if not isinstance(node.value, ast.Name | ast.Attribute):
                 self.visit(node.value)
             return

@@ -124,3 +124,20 @@ TENSOR_METHODS = frozenset(
     """.split()
 )
 """Library names that are also tensor (or ndarray) methods, judged on objects the checker cannot name."""
+
+UNSEEN_ROOTS = frozenset("cupy cupyx cupy_backends numpy scipy jax jaxlib tensorflow".split())
+"""Libraries whose work runs outside torch's dispatcher, where the run-time op recorder never sees it (CuPy's own
+kernels and its cuBLAS, NumPy's BLAS): every name a candidate reaches in them must be one the static guard can read.
+Such a module handed on as a value (to getattr with a computed name, vars, a list, a function) is rejected."""
+SCALAR_TYPES = frozenset(
+    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 intp uintp bool_ dtype".split()
+)
+"""Scalar types of NumPy and CuPy (kernel arguments, dtypes): values a candidate may pass on."""
+CUPY_NAMES = frozenset({"RawModule", "RawKernel", "cuda"}) | SCALAR_TYPES
+CUPY_CUDA_NAMES = frozenset(
+    "Stream ExternalStream Event Device MemoryPointer UnownedMemory runtime driver memory alloc get_current_stream "
+    "get_elapsed_time".split()
+)
+"""The CuPy a candidate may use: its NVRTC path (RawModule, RawKernel), scalar types for kernel arguments, and
+cupy.cuda's streams, events, devices and memory. Its arrays are not among them: their methods and the rest of CuPy
+run CuPy's own kernels and cuBLAS."""
