@@ -31,9 +31,10 @@ LIBRARY_ROOTS = frozenset("torch numpy cupy cupyx cupy_backends scipy jax jaxlib
 LIBRARY_PACKAGES = (
     "flash_attn", "flash_attn_interface", "xformers", "transformer_engine", "apex", "cublas", "nvidia.cublas",
     "cupy.cublas", "cupy.linalg", "cupy.cuda.cublas", "cupyx", "cupy_backends.cuda.libs.cublas", "numpy.linalg",
-    "scipy.linalg", "torch.linalg", "sageattention", "liger_kernel", "deep_gemm", "torchao",
+    "scipy.linalg", "torch.linalg", "sageattention", "liger_kernel", "deep_gemm", "torchao", "nvmath", "cudnn",
 )
-"""Packages (or sub-packages) that are a library path in their entirety, whatever the task."""
+"""Packages (or sub-packages) that are a library path in their entirety, whatever the task (nvmath-python: cuBLASLt;
+cudnn: cuDNN's frontend, its SDPA among them)."""
 
 FORBIDDEN_MODULES = (
     "subprocess", "socket", "ctypes", "cffi", "threading", "_thread", "multiprocessing", "concurrent", "asyncio",
