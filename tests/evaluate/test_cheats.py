@@ -62,12 +62,18 @@ EXPECTED_CPU = {
     "honest_tiled": ("correct", None, ""),
     "honest_helpers": ("correct", None, ""),
 }
-# A cheat that detects the op recorder and behaves only while it is active: its outputs are all correct and every
-# watched call is honest. No in-process observer is invisible to in-process code, so this one gets through today.
+# Cheats that step around the op recorder from inside the process it runs in, through torch's dispatcher internals
+# reached by names built at run time: one detects it and behaves only while it is active, the other takes it off the
+# dispatch-mode stack for its library call and puts it back. Their outputs are all correct. No in-process observer is
+# beyond the reach of in-process code, so these get through today.
 GAPS = {
     "library_when_unobserved": ("rejected", "runtime.library_op", "aten.mm",
                                 "an op recorder (a dispatch mode) can be detected from inside the process; catching "
                                 "this needs an observer outside it (on a GPU: the names of the kernels launched)"),
+    "recorder_popped": ("rejected", "runtime.library_op", "aten.mm",
+                        "an op recorder (a dispatch mode) can be popped off the stack and pushed back by the code it "
+                        "watches; catching this needs an observer outside the process (on a GPU: the names of the "
+                        "kernels launched)"),
 }
 TIMED = {"cache_by_shape", "honest_tiled", "library_when_unwatched", "lazy_when_unwatched", *GAPS}
 """Candidates whose cheat only shows in timed calls: evaluated with the tiny suite timed too."""
