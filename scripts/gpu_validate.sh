@@ -236,6 +236,8 @@ step_fa3_sweep() {
 step_package() {
   timeout "${TESTS_TIMEOUT:-400}" python3 -m pytest -m gpu -s -q -p no:cacheprovider tests/package/test_gpu_model.py \
     tests/package/test_gpu.py 2>&1 | tee "$OUT/package.txt" | grep -E "block|eager|compiled|passed|failed"
+  # What patch()'s routes add to a call left on the library, on this host (1B block's shapes at 1024 tokens).
+  timeout 120 python3 scripts/route_host_time.py --device cuda --number 500 2>&1 | tee -a "$OUT/package.txt" | tail -3
 }
 
 # Host time per call, piece by piece: the GEMM wrapper's (scripts/gemm_host_time.py --pieces) and an attention
