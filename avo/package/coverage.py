@@ -74,8 +74,9 @@ def library_faster(task, result, *, weigh_host: bool = True) -> dict:
     GPU speedups beside it, and why: "gpu", the library was faster on the GPU (the geomean below 1); or, with
     `weigh_host`, "host", the GPU time the kernel saves per call is less than the host time it adds (the run's
     median host µs per call of each, from the evaluator's warm-up calls), so a call whose GPU waits on the host
-    loses more than it gains ("host_us": [saved, added] for those). Exact shapes only: a shape between two timed ones
-    is the kernel's, as its range says."""
+    loses more than it gains ("host_us": [saved, added] for those). Exact shapes only. "timed_shapes" lists every
+    timed shape: a covered shape that is none of them has its first call on the user's GPU time the kernel against
+    the library, by the same rules (the package's guard.first_call)."""
     dims = SHAPE[task.name]
     timed: dict[tuple, list] = {}
     for case, params in _case_params(task, result):
@@ -91,7 +92,8 @@ def library_faster(task, result, *, weigh_host: bool = True) -> dict:
     return {"dims": [*dims, "dtype"], "shapes": [list(key) for key in left],
             "speedups": [round(speedup, 4) for speedup, _, _ in left.values()],
             "reasons": [reason for _, reason, _ in left.values()],
-            "host_us": [costs for _, _, costs in left.values()], "timed": len(timed)}
+            "host_us": [costs for _, _, costs in left.values()], "timed": len(timed),
+            "timed_shapes": [list(key) for key in timed]}
 
 
 def _host_costs(cases) -> tuple[float, float] | None:

@@ -1,6 +1,7 @@
 """On a GPU: a small Llama-style block (RMSNorm, GQA attention through SDPA, SwiGLU MLP through nn.Linear) under
 the packaged kernels' patch() gives the unpatched block's output within the tasks' tolerance, eager and under
-torch.compile, with the evolved kernels doing the work (their call counters say so). The forward is timed against
+torch.compile, with the evolved kernels doing the work (their call counters say so) unless a shape's first call
+timed the library faster (the run never timed these shapes: guard.first_call). The forward is timed against
 the unpatched block's, the two taken in turn (alternated_ms: the GPU's clock drifts between one forward and the next
 by as much as the packages change), and printed; nothing is asserted about speed.
 
@@ -180,7 +181,11 @@ def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compile
           f"library {library_ms:.3f} ms, patched {patched_ms:.3f} ms ({library_ms / patched_ms:.3f}x); rel err "
           f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
-    assert attention.calls["kernel"] > 0
+    # The run never timed this block's attention shape: its first call (eager, or while tracing) timed the kernel
+    # against cuDNN here, and the kernel does the work unless that found it slower.
+    first_calls = attention._guard._FIRST
+    print(f"attention's first calls at shapes the run never timed: {first_calls}")
+    assert attention.calls["kernel"] > 0 or any(v is not None for v in first_calls.values()), report(attention)
     transposed = gemm._op._transposed_verdicts
     if compiled:  # each linear route was decided while tracing: a call the guard refuses is cuBLAS's own node in the
         # graph, so none reaches the op only to be sent back, and the op is there only where the kernel runs

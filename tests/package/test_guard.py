@@ -67,6 +67,8 @@ def test_the_manifest_lists_each_timed_shape_the_library_won(runs, tmp_path, cap
         # The run's best timed three causal D 64 shapes at batch 1: 0.980x at S 1024, 1.022x at 4096, 1.138x at 16384.
         # At 4096 it saved 4.0 µs of GPU time per call and added 14.1 µs of host time (the run's own figures).
         assert faster["dims"] == ["B", "Hq", "Hkv", "S", "D", "causal", "dtype"] and faster["timed"] == 3
+        assert faster["timed_shapes"] == [s1024, s4096, [1, 32, 8, 16384, 64, True, "bfloat16"]]  # the rest: timed
+        # by their first call (test_first_call.py)
         if out == "gpu":
             assert faster["shapes"] == [s1024] and faster["reasons"] == ["gpu"] and faster["host_us"] == [None]
             assert [round(s, 3) for s in faster["speedups"]] == [0.980]

@@ -76,10 +76,9 @@ def test_a_transposed_b_goes_to_the_kernel_only_where_it_was_timed_faster(runs, 
     against the library, on the GPU and on the host (on a GPU; here the timer is a stand-in and CPU tensors count as
     timed). The kernel takes the calls where it saves more GPU time than it adds host time."""
     pkg = _package(runs, tmp_path, f"timed_{list(_VERDICTS).index(times)}", reads=True)
-    runtime = pkg._op
     timed = []
-    monkeypatch.setattr(runtime, "_TIMED_ON", ("cpu",))
-    monkeypatch.setattr(runtime, "_best_times", lambda *calls: timed.append(len(calls)) or list(times))
+    monkeypatch.setattr(pkg._guard, "TIMED_ON", ("cpu",))
+    monkeypatch.setattr(pkg._guard, "best_times", lambda *calls: timed.append(len(calls)) or list(times))
     expected, first, second = _linear_twice(pkg)
     assert timed == [2], "timed once, the kernel and the library"
     if _VERDICTS[times] is None:

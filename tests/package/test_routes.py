@@ -58,7 +58,8 @@ def test_an_sdpa_calls_verdict_is_kept_by_layout_and_causal(runs, tmp_path, monk
     pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "sdpa_kept", REFUSING)
     judged = []
     refusal = pkg._op._refusal
-    monkeypatch.setattr(pkg._op, "_refusal", lambda q, k, v, causal: judged.append(causal) or refusal(q, k, v, causal))
+    monkeypatch.setattr(pkg._op, "_refusal",
+                        lambda q, k, v, causal, *traced: judged.append(causal) or refusal(q, k, v, causal, *traced))
     q = torch.randn(1, 4, 16, 64, dtype=torch.bfloat16)
     k, v = torch.randn(1, 2, 16, 64, dtype=torch.bfloat16), torch.randn(1, 2, 16, 64, dtype=torch.bfloat16)
     with torch.no_grad(), pkg.patch():
@@ -138,9 +139,9 @@ def test_a_traced_linear_route_takes_the_transposed_weights_verdict_where_the_op
     would send it there at run time. With symbolic sizes the op decides at run time."""
     pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, f"traced_t{int(kernel_ms)}", GEMM_STAND_IN, device="cpu",
                               device_names=[])
-    monkeypatch.setattr(pkg._op, "_TIMED_ON", ("cpu",))
+    monkeypatch.setattr(pkg._guard, "TIMED_ON", ("cpu",))
     timed = []
-    monkeypatch.setattr(pkg._op, "_best_times",
+    monkeypatch.setattr(pkg._guard, "best_times",
                         lambda *calls: timed.append(len(calls)) or [(kernel_ms, 10.0), (library_ms, 10.0)])
     linear = torch.nn.Linear(40, 24, bias=False, dtype=torch.bfloat16)
     x = torch.randn(9, 40, dtype=torch.bfloat16)

@@ -31,14 +31,42 @@ def library(q, k, v, causal: bool, scale: float) -> torch.Tensor:
     return _SDPA(q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
 
 
-def _refusal(q, k, v, causal: bool) -> str | None:
+def _refusal(q, k, v, causal: bool, traced: bool = False) -> str | None:
+    """Why the library takes these inputs, or None. At a covered shape the run never timed, the answer of its first
+    call (guard.first_call), or while torch.compile traces (`traced`: q, k, v are fake) the answer that call would
+    reach, timed here once on real tensors of these shapes (with symbolic sizes left to the op, at run time)."""
     if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
         return "shape (q, k, v not [B, H, S, D] with k and v alike)"
     (b, hq, s, d), (bk, hkv, sk, dk) = q.shape, k.shape
     if (b, s, d) != (bk, sk, dk) or hkv == 0 or hq % hkv:
         return "shape (k, v do not match q, or Hq is not a multiple of Hkv)"
     dims = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "group": hq // hkv, "causal": bool(causal)}
-    return _guard.refusal((q, k, v), dims)
+    reason = _guard.refusal((q, k, v), dims)
+    if reason is not None or q.device.type not in _guard.TIMED_ON or not _guard.untimed(dims, q.dtype):
+        return reason
+    if not traced:
+        return _first_call(q, k, v, bool(causal))
+    if not all(type(size) is int for size in (b, hq, hkv, s, d)):
+        return None
+    return _first_call_of(q.device.type, q.device.index, str(q.dtype).removeprefix("torch."), b, hq, hkv, s, d,
+                          bool(causal))
+
+
+def _first_call(q, k, v, causal: bool) -> str | None:
+    kernel, scale = _loader.entry("attention"), _scale(q, None)
+    return _guard.first_call((q.device, q.dtype, q.shape, k.shape, causal), q.device,
+                             lambda: kernel(q, k, v, causal, scale), lambda: library(q, k, v, causal, scale))
+
+
+@torch.compiler.assume_constant_result  # run as plain Python while tracing; its answer is taken as it is
+def _first_call_of(device_type: str, index: int | None, dtype: str, b: int, hq: int, hkv: int, s: int, d: int,
+                   causal: bool) -> str | None:
+    if torch._C._len_torch_dispatch_stack():  # a dispatch mode (fake tensors) would see these calls: the op decides
+        return None
+    device = torch.device(device_type) if index is None else torch.device(device_type, index)
+    q = torch.randn(b, hq, s, d, dtype=getattr(torch, dtype), device=device)
+    k, v = (torch.randn(b, hkv, s, d, dtype=getattr(torch, dtype), device=device) for _ in range(2))
+    return _first_call(q, k, v, causal)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::attention", mutates_args=())
@@ -61,10 +89,10 @@ def _counted_refusal(q, k, v, causal: bool, gqa: bool = True) -> str | None:
     return _guard.counted(calls, fallbacks, reason, "attention", q)
 
 
-def _route_refusal(q, k, v, causal: bool, gqa: bool) -> str | None:
+def _route_refusal(q, k, v, causal: bool, gqa: bool, traced: bool = False) -> str | None:
     if not gqa and q.dim() == k.dim() and q.dim() > 1 and q.shape[1] != k.shape[1]:
         return "shape (Hq differs from Hkv without enable_gqa)"
-    return _refusal(q, k, v, bool(causal))
+    return _refusal(q, k, v, bool(causal), traced)
 
 
 @attention_op.register_fake
@@ -95,7 +123,7 @@ def _sdpa_route(original):
             if _guard.eager(query, key, value):
                 if _counted_refusal(query, key, value, is_causal, enable_gqa) is None:
                     return _loader.entry("attention")(query, key, value, is_causal, _scale(query, scale))
-            elif _route_refusal(query, key, value, is_causal, enable_gqa) is None:
+            elif _route_refusal(query, key, value, is_causal, enable_gqa, traced=True) is None:
                 return attention_op(query, key, value, is_causal, _scale(query, scale))
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)

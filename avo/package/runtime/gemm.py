@@ -17,7 +17,6 @@ than the kernel can gain over cuBLAS.
 from __future__ import annotations
 
 import collections
-import time
 
 import torch
 import torch.nn.functional as F
@@ -41,10 +40,6 @@ _verdicts: dict = {}
 """Eager calls' verdicts, by layout (guard.remembered)."""
 _linear_verdicts: dict = {}
 """patch()'s nn.Linear route's eager verdicts, by the layout of the input and weight as the caller passed them."""
-_TIMED_ON = ("cuda",)
-_TIMING_ROUNDS, _TIMING_CALLS = 3, 5
-"""A transposed b's first call times the kernel and the library alternately: the best of 3 rounds of 5 calls each, on
-the GPU and on the host."""
 _transposed_verdicts: dict = {}
 """(device, dtype, N, K, M's power of two) -> why the library takes a transposed b there, or None: the kernel's
 answer matched its row-major one, and it saved more GPU time than it added host time."""
@@ -60,7 +55,19 @@ def _transposed(b) -> bool:
 
 def _refusal(a, b) -> str | None:
     reason = _guard_refusal(a, b)
-    return reason if reason is not None or not _transposed(b) else _transposed_refusal(a, b)
+    if reason is not None:
+        return reason
+    return _transposed_refusal(a, b) if _transposed(b) else _first_call_refusal(a, b)
+
+
+def _first_call_refusal(a, b) -> str | None:
+    """At a shape the run never timed, its first call's verdict (guard.first_call): the kernel against torch.matmul
+    on these operands. (A transposed b's first call times it already: _transposed_refusal.)"""
+    (m, k), n = a.shape, b.shape[1]
+    if not _guard.untimed({"M": m, "N": n, "K": k}, a.dtype):
+        return None
+    kernel = _loader.entry("gemm")
+    return _guard.first_call((a.device, a.dtype, m, n, k), a.device, lambda: kernel(a, b), lambda: library(a, b))
 
 
 def _guard_refusal(a, b) -> str | None:
@@ -85,63 +92,48 @@ def _transposed_refusal(a, b) -> str | None:
 
 
 def _traced_refusal(a, b) -> str | None:
-    """`_refusal` while torch.compile traces a route: the guard's answer and, for a transposed b, the verdict its
-    first call would reach (the check and the timing, run here once on real tensors of these shapes), so a call the
-    op would send to the library at run time is the library's own node in the graph. With symbolic sizes that
-    verdict is left to the op, at run time."""
+    """`_refusal` while torch.compile traces a route: the guard's answer and, for a transposed b or a shape the run
+    never timed, the verdict its first call would reach (the check and the timing, run here once on real tensors of
+    these shapes), so a call the op would send to the library at run time is the library's own node in the graph.
+    With symbolic sizes that verdict is left to the op, at run time."""
     reason = _guard_refusal(a, b)
-    if reason is not None or not _transposed(b):
-        return reason
     (m, k), n = a.shape, b.shape[1]
-    if not all(type(size) is int for size in (m, n, k)):
+    if reason is not None or not all(type(size) is int for size in (m, n, k)):
+        return reason
+    transposed = _transposed(b)
+    if not transposed and (a.device.type not in _guard.TIMED_ON or not _guard.untimed({"M": m, "N": n, "K": k},
+                                                                                      a.dtype)):
         return None
-    return _transposed_verdict_of(a.device.type, a.device.index, str(a.dtype).removeprefix("torch."), m, n, k)
+    return _verdict_of(a.device.type, a.device.index, str(a.dtype).removeprefix("torch."), m, n, k, transposed)
 
 
 @torch.compiler.assume_constant_result  # run as plain Python while tracing; its answer is taken as it is
-def _transposed_verdict_of(device_type: str, index: int | None, dtype: str, m: int, n: int, k: int) -> str | None:
+def _verdict_of(device_type: str, index: int | None, dtype: str, m: int, n: int, k: int,
+                transposed: bool) -> str | None:
     if torch._C._len_torch_dispatch_stack():  # a dispatch mode (fake tensors) would see these calls: the op decides
         return None
     device = torch.device(device_type) if index is None else torch.device(device_type, index)
     a = torch.randn(m, k, dtype=getattr(torch, dtype), device=device)
-    b = torch.randn(n, k, dtype=getattr(torch, dtype), device=device).t()
-    return _transposed_refusal(a, b)
+    if transposed:
+        return _transposed_refusal(a, torch.randn(n, k, dtype=getattr(torch, dtype), device=device).t())
+    return _first_call_refusal(a, torch.randn(k, n, dtype=getattr(torch, dtype), device=device))
 
 
 def _first_transposed_verdict(kernel, a, b) -> str | None:
     ours, rows = kernel(a, b), kernel(a, b.contiguous())
     if not bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max()):
         return "layout (the kernel's answer for a transposed b differed from its row-major one)"
-    if a.device.type in _TIMED_ON:
-        (ours_ms, ours_host), (library_ms, library_host) = _best_times(lambda: kernel(a, b), lambda: library(a, b))
+    if a.device.type in _guard.TIMED_ON:
+        (ours_ms, ours_host), (library_ms, library_host) = _guard.best_times(lambda: kernel(a, b),
+                                                                            lambda: library(a, b))
         if ours_ms >= library_ms:
             return ("layout (the kernel reads a transposed b slower than the library here: "
-                    f"{library_ms / ours_ms:.3f}x, timed on this GPU)")
+                    f"{library_ms / ours_ms:.3f}x, {_guard.TIMED}")
         saved, added = (library_ms - ours_ms) * 1e3, ours_host - library_host
         if saved <= added:
             return (f"layout (a transposed b: the kernel saves {saved:.1f} µs of GPU time a call here, no more than "
-                    f"the {added:.1f} µs of host time it adds; timed on this GPU)")
+                    f"the {added:.1f} µs of host time it adds; {_guard.TIMED}")
     return None
-
-
-def _best_times(*calls) -> list[tuple[float, float]]:
-    """(ms on the GPU, µs of host time) per call of each of `calls`, each the best over _TIMING_ROUNDS rounds of
-    _TIMING_CALLS calls, the calls alternating round by round (CUDA events on the current stream; the host's time
-    to queue the round's calls)."""
-    best = [(float("inf"), float("inf"))] * len(calls)
-    for _ in range(_TIMING_ROUNDS):
-        for i, call in enumerate(calls):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            call()
-            start.record()
-            began = time.perf_counter()
-            for _ in range(_TIMING_CALLS):
-                call()
-            host = (time.perf_counter() - began) * 1e6 / _TIMING_CALLS
-            end.record()
-            end.synchronize()
-            best[i] = (min(best[i][0], start.elapsed_time(end) / _TIMING_CALLS), min(best[i][1], host))
-    return best
 
 
 @torch.library.custom_op(f"{NAMESPACE}::gemm", mutates_args=())

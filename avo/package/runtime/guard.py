@@ -5,12 +5,15 @@ dtypes, the layout, and per shape dimension a range or a set of values. `refusal
 falls outside of, or returns None when every part of it was covered. Its "library_faster" section lists the timed
 shapes at which the library measured faster than the kernel on the GPU, or at which the kernel saved less GPU time
 per call than it added host time: those go to the library too, unless it was packaged with --keep-slower
-("enforced" false).
+("enforced" false). A covered shape that is none of its "timed_shapes" (a range holds the shapes between the timed
+ones, and a model's may be none of them) is timed by its first call here, kernel against library, on the caller's
+GPU, and judged by the same rules (first_call).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -38,6 +41,10 @@ _SLOWER = {(*shape[:-1], getattr(torch, shape[-1], None)): _why(speedup, reason,
                                                    _FASTER["host_us"])
            if _FASTER["enforced"]}
 _DEVICE, _CONTIGUOUS = COVERED["device"], COVERED["contiguous"]
+_TIMED_SHAPES = {(*shape[:-1], getattr(torch, shape[-1], None)) for shape in _FASTER.get("timed_shapes", ())}
+_FIRST_CALLS = bool(_FASTER["enforced"]) and "timed_shapes" in _FASTER
+"""Whether a covered shape the run never timed is timed on its first call here (first_call): unless packaged with
+--keep-slower, whose guard sends every covered shape to the kernel."""
 
 
 _GPUS: dict[int, str | None] = {}
@@ -109,6 +116,67 @@ def counted(calls, fallbacks, reason: str | None, entry: str, tensor: torch.Tens
         calls["library"] += 1
         fallbacks[reason] += 1
     return reason
+
+
+def untimed(dims: dict, dtype) -> bool:
+    """Whether the run never timed this covered shape (its exact dims and dtype), so its first call here times the
+    kernel against the library (first_call)."""
+    return _FIRST_CALLS and (*[dims[dim] for dim in _SLOWER_DIMS], dtype) not in _TIMED_SHAPES
+
+
+TIMED_ON = ("cuda",)
+TIMING_ROUNDS, TIMING_CALLS = 3, 5
+"""A first call's timing: the kernel and the library alternately, the best of 3 rounds of 5 calls each, on the GPU
+and on the host."""
+TIMED = "timed on this GPU)"
+_FIRST: dict = {}
+"""(device, dtype, shape) -> the first call's verdict at an untimed shape (first_call)."""
+
+
+def first_call(key, device, ours, library) -> str | None:
+    """At a covered shape the run never timed (a range holds shapes between its timed ones, and a model's may be
+    none of them): the kernel's call `ours` timed against the library's call `library` on the caller's own inputs,
+    once per `key` (the shape, dtype and device); why the library takes the shape, or None where the kernel was
+    faster on the GPU and saved more GPU time per call than it added host time (the rule for the run's own shapes).
+    Nothing is timed on a device outside TIMED_ON (the kernel takes the call, as the guard's ranges say), nor inside
+    a CUDA graph capture (the library takes that call; the verdict waits for one outside)."""
+    if device.type not in TIMED_ON:
+        return None
+    reason = _FIRST.get(key, _UNSEEN)
+    if reason is not _UNSEEN:
+        return reason
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return f"untimed shape ({NOT_YET}: no timing inside a CUDA graph capture)"
+    (ours_ms, ours_host), (library_ms, library_host) = best_times(ours, library)
+    saved, added, reason = (library_ms - ours_ms) * 1e3, ours_host - library_host, None
+    if ours_ms >= library_ms:
+        reason = (f"measured slower than the library at this shape on its first call ({library_ms / ours_ms:.3f}x, "
+                  f"{TIMED}")
+    elif saved <= added:
+        reason = (f"saves less GPU time than it adds host time at this shape on its first call ({saved:.1f} µs "
+                  f"against {added:.1f}; {TIMED}")
+    _FIRST[key] = reason
+    return reason
+
+
+def best_times(*calls) -> list[tuple[float, float]]:
+    """(ms on the GPU, µs of host time) per call of each of `calls`, each the best over TIMING_ROUNDS rounds of
+    TIMING_CALLS calls, the calls alternating round by round (CUDA events on the current stream; the host's time
+    to queue the round's calls)."""
+    best = [(float("inf"), float("inf"))] * len(calls)
+    for _ in range(TIMING_ROUNDS):
+        for i, call in enumerate(calls):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            call()
+            start.record()
+            began = time.perf_counter()
+            for _ in range(TIMING_CALLS):
+                call()
+            host = (time.perf_counter() - began) * 1e6 / TIMING_CALLS
+            end.record()
+            end.synchronize()
+            best[i] = (min(best[i][0], start.elapsed_time(end) / TIMING_CALLS), min(best[i][1], host))
+    return best
 
 
 _UNSEEN = object()

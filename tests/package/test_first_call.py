@@ -1,0 +1,140 @@
+"""A covered shape the run never timed (its guard's ranges hold the shapes between the timed ones, and a model's may be
+none of them) is timed by its first call, the kernel against the library on the caller's own inputs, and judged as
+the run's timed shapes were: the library takes it where the kernel was slower on the GPU, or saved less GPU time per
+call than it added host time. Once per shape; never inside a CUDA graph capture; not with --keep-slower. On CPU,
+with the guard opened to CPU tensors, CPU tensors counted as timed and a stand-in timer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from package_runs import ATTENTION_TRITON, GEMM_TRITON, package_with_kernel
+
+GEMM = '''
+import torch
+
+seen = []
+
+
+def gemm(a, b):
+    seen.append((a.shape[0], b.shape[1], a.shape[1]))
+    return (a.float() @ b.float()).to(a.dtype)
+'''
+ATTENTION = '''
+import torch
+
+seen = []
+
+
+def attention(q, k, v, causal, scale):  # SDPA's own binding: F's may be the route itself
+    seen.append(q.shape[2])
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+'''
+TIMED = {"dims": ["M", "N", "K", "dtype"], "shapes": [], "speedups": [], "reasons": [], "host_us": [], "timed": 1,
+         "timed_shapes": [[8, 24, 40, "bfloat16"]], "enforced": True}
+SLOWER = "measured slower than the library at this shape on its first call (0.500x, timed on this GPU)"
+SAVES_LESS = ("saves less GPU time than it adds host time at this shape on its first call (10.0 µs against 20.0; "
+              "timed on this GPU)")
+_VERDICTS = {  # the stand-in timer's (ms, host µs) for the kernel and the library -> the fallback reason, or None
+    ((2.0, 10.0), (1.0, 10.0)): SLOWER,
+    ((1.0, 10.0), (2.0, 10.0)): None,
+    ((1.0, 30.0), (1.01, 10.0)): SAVES_LESS,
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("runs")
+
+
+def _timer(pkg, monkeypatch, times) -> list:
+    """CPU tensors count as timed, and the timer answers `times`; the list of the timings asked for."""
+    timed = []
+    monkeypatch.setattr(pkg._guard, "TIMED_ON", ("cpu",))
+    monkeypatch.setattr(pkg._guard, "best_times", lambda *calls: timed.append(len(calls)) or list(times))
+    return timed
+
+
+def _gemms(pkg, *shapes):
+    with torch.no_grad():
+        for m, n, k in shapes:
+            a, b = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(k, n, dtype=torch.bfloat16)
+            assert torch.allclose(pkg.gemm(a, b).float(), a.float() @ b.float(), atol=0.1, rtol=0.02)
+    return pkg._loader.entry("gemm").__globals__["seen"]
+
+
+@pytest.mark.parametrize("times", list(_VERDICTS), ids=["slower", "faster", "saves-less-than-host"])
+def test_an_untimed_shape_goes_where_its_first_call_timed_it(runs, tmp_path, monkeypatch, times):
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, f"first_{list(_VERDICTS).index(times)}", GEMM,
+                              device="cpu", device_names=[], library_faster=TIMED)
+    timed = _timer(pkg, monkeypatch, times)
+    seen = _gemms(pkg, (8, 24, 40), (8, 24, 40))
+    assert timed == [] and seen == [(8, 24, 40)] * 2  # the run timed this one: the kernel's, as the run judged it
+    _gemms(pkg, (9, 24, 40), (9, 24, 40))
+    assert timed == [2], "timed once, the kernel and the library, on the shape's first call"
+    if _VERDICTS[times] is None:
+        assert pkg.calls == {"op": 4, "kernel": 4} and not pkg.fallbacks
+    else:
+        assert pkg.calls == {"op": 4, "kernel": 2, "library": 2} and pkg.fallbacks == {_VERDICTS[times]: 2}
+
+
+def test_keep_slower_and_a_manifest_without_timed_shapes_time_nothing(runs, tmp_path, monkeypatch):
+    for name, faster in (("first_kept", {**TIMED, "enforced": False}),
+                         ("first_old", {key: value for key, value in TIMED.items() if key != "timed_shapes"})):
+        pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, name, GEMM, device="cpu", device_names=[],
+                                  library_faster=faster)
+        timed = _timer(pkg, monkeypatch, ((2.0, 10.0), (1.0, 10.0)))
+        assert _gemms(pkg, (9, 24, 40)) == [(9, 24, 40)] and timed == [] and not pkg.fallbacks
+
+
+def test_inside_a_cuda_graph_capture_an_untimed_shape_waits_for_its_timing_on_the_library(runs, tmp_path,
+                                                                                          monkeypatch):
+    """Nothing is timed inside a capture: the library takes the call, and the verdict is not kept, so the next call
+    outside one times the shape."""
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "first_capture", GEMM, device="cpu", device_names=[],
+                              library_faster=TIMED)
+    timed = _timer(pkg, monkeypatch, ((1.0, 10.0), (2.0, 10.0)))
+    capturing = [True]
+    monkeypatch.setattr(pkg._guard.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(pkg._guard.torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(pkg._guard, "capture_refusal", lambda entry, tensor: None)  # the kernel may be captured
+    assert _gemms(pkg, (9, 24, 40)) == [] and timed == []
+    assert list(pkg.fallbacks) == ["untimed shape (not yet checked: no timing inside a CUDA graph capture)"]
+    capturing[0] = False
+    assert _gemms(pkg, (9, 24, 40)) == [(9, 24, 40)] and timed == [2]
+
+
+def test_an_untimed_attention_shape_is_timed_on_its_first_call_too(runs, tmp_path, monkeypatch):
+    timed_shape = [1, 4, 2, 16, 64, True, "bfloat16"]
+    faster = {"dims": ["B", "Hq", "Hkv", "S", "D", "causal", "dtype"], "shapes": [], "speedups": [], "reasons": [],
+              "host_us": [], "timed": 1, "timed_shapes": [timed_shape], "enforced": True}
+    pkg = package_with_kernel(runs, ATTENTION_TRITON, tmp_path, "first_sdpa", ATTENTION, device="cpu",
+                              device_names=[], library_faster=faster)
+    timed = _timer(pkg, monkeypatch, ((2.0, 10.0), (1.0, 10.0)))
+    with torch.no_grad(), pkg.patch():
+        for s in (16, 16, 17, 17):
+            q = torch.randn(1, 4, s, 64, dtype=torch.bfloat16)
+            k, v = torch.randn(1, 2, s, 64, dtype=torch.bfloat16), torch.randn(1, 2, s, 64, dtype=torch.bfloat16)
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert timed == [2] and pkg._loader.entry("attention").__globals__["seen"] == [16, 16]  # (the timer is a stand-in)
+    assert pkg.calls == {"op": 4, "kernel": 2, "library": 2} and pkg.fallbacks == {SLOWER: 2}
+
+
+def test_a_traced_call_at_an_untimed_shape_is_the_library_node_where_its_first_call_would_be(runs, tmp_path,
+                                                                                           monkeypatch):
+    """While torch.compile traces, the shape's first call is made then, on real tensors of its shapes: where the
+    kernel was slower, the graph holds torch's own matmul, as unpatched."""
+    from test_routes import _graph_targets
+
+    for name, times, ours in (("traced_slow", ((2.0, 10.0), (1.0, 10.0)), False),
+                              ("traced_fast", ((1.0, 10.0), (2.0, 10.0)), True)):
+        pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, name, GEMM, device="cpu", device_names=[],
+                                  library_faster=TIMED)
+        timed = _timer(pkg, monkeypatch, times)
+        with pkg.patch():
+            targets = _graph_targets(torch.matmul, torch.randn(9, 40, dtype=torch.bfloat16),
+                                     torch.randn(40, 24, dtype=torch.bfloat16))
+        assert timed == [2], "the verdict was reached once, at trace time"
+        assert any(f"{name}.gemm" in t for t in targets) == ours, targets
+        assert ours or any("matmul" in t or "mm" in t for t in targets), targets
