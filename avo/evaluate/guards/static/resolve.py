@@ -12,6 +12,9 @@ import builtins
 from typing import Any
 
 _BUILTINS = frozenset(dir(builtins))
+_REROOTED = frozenset("os sys importlib gc inspect io shutil tempfile".split())
+"""Standard modules other modules hold as attributes (`torch.os`, `torch.sys`, `numpy.os`): such a path resolves to
+the module itself, so `torch.os.system` is judged as `os.system` and `torch.sys.modules` as `sys.modules`."""
 _STR_METHODS = frozenset("lower upper strip lstrip rstrip casefold title capitalize swapcase".split())
 
 
@@ -82,6 +85,8 @@ class Resolver:
             if node.attr == "__dict__":
                 return self.resolve(node.value)
             base = self.resolve(node.value)
+            if base and node.attr in _REROOTED:
+                return node.attr
             return f"{base}.{node.attr}" if base else None
         if isinstance(node, ast.Subscript):
             base, key = self.resolve(node.value), self.fold(node.slice)
