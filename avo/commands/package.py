@@ -59,8 +59,8 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
         print(f"timed shapes where the library was faster, or the kernel's GPU saving under its added host time, "
               f"{kept}: {len(slower)} of {faster['timed']}" + (f": {'; '.join(slower)}" if slower else ""))
         if not keep_slower and manifest["kernel"] != "python" and measured["timing"] == "gpu":
-            print("other shapes inside the guard's ranges: timed by their first call on the user's GPU, kernel "
-                  "against library, and judged by the same rules")
+            print("other shapes inside the guard's ranges: checked and timed by their first call on the user's GPU, "
+                  "kernel against library, and judged by the same rules")
     hosted = host_times(manifest)
     if hosted:
         print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "

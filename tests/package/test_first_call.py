@@ -1,10 +1,13 @@
 """A covered shape the run never timed (its guard's ranges hold the shapes between the timed ones, and a model's may be
-none of them) is timed by its first call, the kernel against the library on the caller's own inputs, and judged as
-the run's timed shapes were: the library takes it where the kernel was slower on the GPU, or saved less GPU time per
-call than it added host time. Once per shape; never inside a CUDA graph capture; not with --keep-slower. On CPU,
-with the guard opened to CPU tensors, CPU tensors counted as timed and a stand-in timer."""
+none of them) is checked and timed by its first call, the kernel against the library on the caller's own inputs, and
+judged as the run's checked and timed shapes were: the library takes it where the kernel's answer is off by more than
+the run's tolerance, or the kernel was slower on the GPU, or saved less GPU time per call than it added host time.
+Once per shape; never inside a CUDA graph capture; not with --keep-slower. On CPU, with the guard opened to CPU
+tensors, CPU tensors counted as timed and a stand-in timer."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -79,6 +82,24 @@ def test_an_untimed_shape_goes_where_its_first_call_timed_it(runs, tmp_path, mon
         assert pkg.calls == {"op": 4, "kernel": 2, "library": 2} and pkg.fallbacks == {_VERDICTS[times]: 2}
 
 
+def test_an_untimed_shape_whose_answer_differs_from_the_librarys_goes_to_the_library(runs, tmp_path, monkeypatch):
+    """The run never checked the shape either: the first call compares the kernel's answer with the library's, within
+    the tolerance the run checked it with, before any timing. The run's own shapes are the kernel's, as checked."""
+    wrong = GEMM.replace("@ b.float()).to(", "@ b.float() * 1.1).to(")  # 10% off: past the run's 0.01
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "first_wrong", wrong, device="cpu", device_names=[],
+                              library_faster=TIMED)
+    timed = _timer(pkg, monkeypatch, ((1.0, 10.0), (2.0, 10.0)))
+    with torch.no_grad():
+        a, b = torch.randn(9, 40, dtype=torch.bfloat16), torch.randn(40, 24, dtype=torch.bfloat16)
+        assert torch.equal(pkg.gemm(a, b), torch.matmul(a, b)) and torch.equal(pkg.gemm(a, b), torch.matmul(a, b))
+        pkg.gemm(torch.randn(8, 40, dtype=torch.bfloat16), b)
+    assert timed == [] and pkg.calls == {"op": 3, "library": 2, "kernel": 1}
+    (reason, count), = pkg.fallbacks.items()
+    found = re.fullmatch(r"the kernel's answer differed from the library's at this shape on its first call "
+                         r"\(relative error (\S+), tolerance 0\.01\)", reason)
+    assert count == 2 and found and 0.08 < float(found[1]) < 0.12, reason  # 10% off, bf16's rounding apart
+
+
 def test_keep_slower_and_a_manifest_without_timed_shapes_time_nothing(runs, tmp_path, monkeypatch):
     for name, faster in (("first_kept", {**TIMED, "enforced": False}),
                          ("first_old", {key: value for key, value in TIMED.items() if key != "timed_shapes"})):
@@ -102,7 +123,7 @@ def test_inside_a_cuda_graph_capture_an_untimed_shape_waits_for_its_timing_on_th
     assert _gemms(pkg, (9, 24, 40)) == [] and timed == []
     assert list(pkg.fallbacks) == ["untimed shape (not yet checked: no timing inside a CUDA graph capture)"]
     capturing[0] = False
-    assert _gemms(pkg, (9, 24, 40)) == [(9, 24, 40)] and timed == [2]
+    assert _gemms(pkg, (9, 24, 40)) == [(9, 24, 40)] * 2 and timed == [2]  # the first call's check, then the call
 
 
 def test_an_untimed_attention_shape_is_timed_on_its_first_call_too(runs, tmp_path, monkeypatch):
@@ -117,7 +138,8 @@ def test_an_untimed_attention_shape_is_timed_on_its_first_call_too(runs, tmp_pat
             q = torch.randn(1, 4, s, 64, dtype=torch.bfloat16)
             k, v = torch.randn(1, 2, s, 64, dtype=torch.bfloat16), torch.randn(1, 2, s, 64, dtype=torch.bfloat16)
             F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    assert timed == [2] and pkg._loader.entry("attention").__globals__["seen"] == [16, 16]  # (the timer is a stand-in)
+    # S 17: the first call's check of the kernel's answer against SDPA's (the timer is a stand-in), then SDPA's
+    assert timed == [2] and pkg._loader.entry("attention").__globals__["seen"] == [16, 16, 17]
     assert pkg.calls == {"op": 4, "kernel": 2, "library": 2} and pkg.fallbacks == {SLOWER: 2}
 
 

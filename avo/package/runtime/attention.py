@@ -54,7 +54,7 @@ def _refusal(q, k, v, causal: bool, traced: bool = False) -> str | None:
 
 def _first_call(q, k, v, causal: bool) -> str | None:
     kernel, scale = _loader.entry("attention"), _scale(q, None)
-    return _guard.first_call((q.device, q.dtype, q.shape, k.shape, causal), q.device,
+    return _guard.first_call((q.device, q.dtype, q.shape, k.shape, causal), q.device, q.dtype,
                              lambda: kernel(q, k, v, causal, scale), lambda: library(q, k, v, causal, scale))
 
 

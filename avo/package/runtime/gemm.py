@@ -67,7 +67,8 @@ def _first_call_refusal(a, b) -> str | None:
     if not _guard.untimed({"M": m, "N": n, "K": k}, a.dtype):
         return None
     kernel = _loader.entry("gemm")
-    return _guard.first_call((a.device, a.dtype, m, n, k), a.device, lambda: kernel(a, b), lambda: library(a, b))
+    return _guard.first_call((a.device, a.dtype, m, n, k), a.device, a.dtype, lambda: kernel(a, b),
+                             lambda: library(a, b))
 
 
 def _guard_refusal(a, b) -> str | None:

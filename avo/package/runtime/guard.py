@@ -6,8 +6,8 @@ falls outside of, or returns None when every part of it was covered. Its "librar
 shapes at which the library measured faster than the kernel on the GPU, or at which the kernel saved less GPU time
 per call than it added host time: those go to the library too, unless it was packaged with --keep-slower
 ("enforced" false). A covered shape that is none of its "timed_shapes" (a range holds the shapes between the timed
-ones, and a model's may be none of them) is timed by its first call here, kernel against library, on the caller's
-GPU, and judged by the same rules (first_call).
+ones, and a model's may be none of them) is checked and timed by its first call here, kernel against library, on the
+caller's GPU, and judged by the same rules (first_call).
 """
 
 from __future__ import annotations
@@ -129,15 +129,21 @@ TIMING_ROUNDS, TIMING_CALLS = 3, 5
 """A first call's timing: the kernel and the library alternately, the best of 3 rounds of 5 calls each, on the GPU
 and on the host."""
 TIMED = "timed on this GPU)"
+TOLERANCE = 1e-2
+_TOLERANCES = {getattr(torch, case["dtype"], None): case["tolerance"] for case in
+               sorted(MANIFEST["cases"], key=lambda case: case.get("tolerance") or 0) if case.get("tolerance")}
+"""Per dtype, the largest tolerance the run checked the kernel's cases with (TOLERANCE where it names none): a first
+call's answer must be as close to the library's."""
 _FIRST: dict = {}
 """(device, dtype, shape) -> the first call's verdict at an untimed shape (first_call)."""
 
 
-def first_call(key, device, ours, library) -> str | None:
+def first_call(key, device, dtype, ours, library) -> str | None:
     """At a covered shape the run never timed (a range holds shapes between its timed ones, and a model's may be
-    none of them): the kernel's call `ours` timed against the library's call `library` on the caller's own inputs,
-    once per `key` (the shape, dtype and device); why the library takes the shape, or None where the kernel was
-    faster on the GPU and saved more GPU time per call than it added host time (the rule for the run's own shapes).
+    none of them): the kernel's call `ours` checked against the library's call `library` on the caller's own inputs
+    (their answers within the run's tolerance for `dtype`: the run never checked this shape either), then timed
+    against it, once per `key` (the shape, dtype and device); why the library takes the shape, or None where the
+    kernel agreed, was faster on the GPU and saved more GPU time per call than it added host time (the run's rules).
     Nothing is timed on a device outside TIMED_ON (the kernel takes the call, as the guard's ranges say), nor inside
     a CUDA graph capture (the library takes that call; the verdict waits for one outside)."""
     if device.type not in TIMED_ON:
@@ -147,6 +153,11 @@ def first_call(key, device, ours, library) -> str | None:
         return reason
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         return f"untimed shape ({NOT_YET}: no timing inside a CUDA graph capture)"
+    error, tolerance = _error(ours(), library()), _TOLERANCES.get(dtype, TOLERANCE)
+    if not error <= tolerance:
+        _FIRST[key] = (f"the kernel's answer differed from the library's at this shape on its first call (relative "
+                       f"error {error:.2e}, tolerance {tolerance:g})")
+        return _FIRST[key]
     (ours_ms, ours_host), (library_ms, library_host) = best_times(ours, library)
     saved, added, reason = (library_ms - ours_ms) * 1e3, ours_host - library_host, None
     if ours_ms >= library_ms:
@@ -157,6 +168,16 @@ def first_call(key, device, ours, library) -> str | None:
                   f"against {added:.1f}; {TIMED}")
     _FIRST[key] = reason
     return reason
+
+
+def _error(out: torch.Tensor, expected: torch.Tensor) -> float:
+    """||out - expected|| / ||expected||, inf where out is not finite (norms in the tensors' own dtype, accumulated
+    in float32: no float copy of a large output is made)."""
+    if not bool(torch.isfinite(out).all()):
+        return float("inf")
+    scale = float(torch.linalg.vector_norm(expected))
+    difference = float(torch.linalg.vector_norm(out - expected))
+    return difference / scale if scale else (0.0 if difference == 0.0 else float("inf"))
 
 
 def best_times(*calls) -> list[tuple[float, float]]:
