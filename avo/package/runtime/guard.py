@@ -130,7 +130,7 @@ TIMING_ROUNDS, TIMING_CALLS = 3, 5
 and on the host."""
 TIMED = "timed on this GPU)"
 TOLERANCE = 1e-2
-_TOLERANCES = {getattr(torch, case["dtype"], None): case["tolerance"] for case in
+_TOLERANCES = {getattr(torch, case.get("dtype") or "", None): case["tolerance"] for case in
                sorted(MANIFEST["cases"], key=lambda case: case.get("tolerance") or 0) if case.get("tolerance")}
 """Per dtype, the largest tolerance the run checked the kernel's cases with (TOLERANCE where it names none): a first
 call's answer must be as close to the library's."""
