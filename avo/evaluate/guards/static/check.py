@@ -118,8 +118,8 @@ class _PythonChecker(ast.NodeVisitor):
         self.holders = layers.find_holders(tree, self.resolver.resolve)
         self.parents = unseen.parents(tree)
         self.built: set[int] = set()
-        """Nodes that build a torch.nn layer inside an `__init__` (a parameter holder), or name a layer class as a type
-        (`isinstance(m, nn.Linear)`, an annotation): not library calls."""
+        """Nodes that build a torch.nn layer inside an `__init__` (a parameter holder), name a layer class as a type
+        (`isinstance(m, nn.Linear)`, an annotation), or build a NumPy array of constants: not library calls."""
 
     def _add(self, rule: str, node: ast.AST, what: str, kind: str = "") -> None:
         if self.in_handler and rule == "static.library_call":
@@ -171,6 +171,8 @@ class _PythonChecker(ast.NodeVisitor):
             self._add("static.forbidden_import", node, f"reaches the {attr} module through another module")
         elif attr in self.methods and not self.in_jit:
             self._add("static.library_call", node, f"calls .{attr}() on a tensor (the task's library path)", "torch")
+        elif (why := unseen.method_refusal(attr)) is not None and not self.in_jit:
+            self._add("static.library_call", node, f"calls .{attr}() ({why})")
 
     # -- visitors -----------------------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -221,6 +223,8 @@ class _PythonChecker(ast.NodeVisitor):
         dotted = self.resolver.resolve(node)
         if func and layers.is_layer_class(func) and self._in_init():
             self.built |= {id(node), id(node.func)}
+        if unseen.constant_array(func, node):
+            self.built |= {id(node), id(node.func)}  # an array of constants, no tensor's data in it
         if func in ("builtins.isinstance", "builtins.issubclass") and len(node.args) == 2:
             self._as_type(node.args[1])
         held = layers.holder_called(node, self.holders)

@@ -142,3 +142,10 @@ CUPY_CUDA_NAMES = frozenset(
 """The CuPy a candidate may use: its NVRTC path (RawModule, RawKernel), scalar types for kernel arguments, and
 cupy.cuda's streams, events, devices and memory. Its arrays are not among them: their methods and the rest of CuPy
 run CuPy's own kernels and cuBLAS."""
+NUMPY_FROM_DATA = frozenset(
+    "asarray asanyarray ascontiguousarray asfortranarray array frombuffer fromiter from_dlpack asmatrix matrix".split()
+)
+TENSOR_TO_NUMPY = frozenset({"numpy", "__array__"})
+"""NumPy arrays of a tensor's data, and the tensor methods that make them: such an array's methods (`dot`, reached by a
+name built at run time) run NumPy's BLAS, which the run-time op recorder cannot see. NumPy's scalars, shapes and
+math on sizes stay allowed."""

@@ -14,8 +14,12 @@ from avo.evaluate.guards.static import names
 def refusal(dotted: str) -> str | None:
     """Why the dotted path `dotted`, rooted in an unseen library, may not be used; None when it may."""
     parts = dotted.split(".")
+    if parts[0] == "torch" and parts[-1] in names.TENSOR_TO_NUMPY:
+        return _NUMPY
     if parts[0] not in names.UNSEEN_ROOTS:
         return None
+    if parts[0] == "numpy" and len(parts) > 1 and parts[1] in names.NUMPY_FROM_DATA:
+        return _NUMPY
     if any(p.startswith("__") and p != "__version__" for p in parts[1:]):
         return "introspection of a library the run-time op recorder cannot see"
     if parts[0] != "cupy" or len(parts) == 1:
@@ -25,6 +29,15 @@ def refusal(dotted: str) -> str | None:
         return ("CuPy only through RawModule, RawKernel, scalar types and cupy.cuda's streams, events and memory: the "
                 "rest runs CuPy's own kernels and cuBLAS, which the run-time op recorder cannot see")
     return None
+
+
+_NUMPY = ("a NumPy array of a tensor's data: its methods run NumPy's BLAS, which the run-time op recorder cannot "
+          "see")
+
+
+def method_refusal(attr: str) -> str | None:
+    """Why the method `attr`, called on an object the guard cannot name (a tensor), may not be used, or None."""
+    return _NUMPY if attr in names.TENSOR_TO_NUMPY else None
 
 
 def module_like(dotted: str) -> bool:
@@ -64,3 +77,19 @@ def passed_on(node: ast.AST, parent: ast.AST | None, resolve, fold) -> bool:
         return not (func == "builtins.getattr" and len(parent.args) >= 2 and parent.args[0] is node
                     and fold(parent.args[1]) is not None)
     return True
+
+
+def constant_array(func: str | None, call: ast.Call) -> bool:
+    """Whether `call` makes a NumPy array of constants only (`np.array([1, 2, 3])`: no tensor's data in it)."""
+    parts = (func or "").split(".")
+    return (len(parts) == 2 and parts[0] == "numpy" and parts[1] in names.NUMPY_FROM_DATA and bool(call.args)
+            and all(literal(a) for a in call.args) and not call.keywords)
+
+
+def literal(node: ast.AST) -> bool:
+    """Whether `node` is made of constants only (`np.array([1, 2, 3])` holds no tensor's data)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.List | ast.Tuple):
+        return all(literal(e) for e in node.elts)
+    return isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)

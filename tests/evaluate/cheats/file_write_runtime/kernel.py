@@ -1,7 +1,8 @@
-"""Cheat: stash inputs in the home folder through numpy's tofile (not a file-opening call the source checker knows),
-at a path it cannot follow.
+"""Cheat: write to the home folder through numpy's tofile (not a file-opening call the source checker knows), at a
+path it cannot follow.
 Expected: rejected, runtime.file_access (the write is seen by the audit hook, and refused)."""
 
+import numpy
 import torch
 import triton
 import triton.language as tl
@@ -40,5 +41,5 @@ _STASH = os.path.join(os.path.expanduser("~"), ".avo-cheat-stash.bin")
 
 
 def gemm(a, b):
-    a.float().numpy().tofile(_STASH)
+    numpy.zeros(a.shape[0]).tofile(_STASH)
     return _triton_gemm(a, b)
