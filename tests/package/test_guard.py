@@ -81,6 +81,8 @@ def test_the_manifest_lists_each_timed_shape_the_library_won(runs, tmp_path, cap
     assert "left to the library: 2 of 3" in printed and "kept on the kernel (--keep-slower): 2 of 3" in printed
     assert "left to the library: 1 of 3" in printed  # --ignore-host-time
     assert "1.022x (saves 4 µs of GPU time, adds 14 µs of host time)" in printed
+    # The shapes between the timed ones: checked and timed by their first call, except with --keep-slower.
+    assert printed.count("other shapes inside the guard's ranges: checked and timed by their first call") == 2
 
 
 def test_a_run_without_the_library_host_times_is_judged_by_gpu_time_alone(runs, tmp_path):
