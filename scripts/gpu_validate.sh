@@ -31,6 +31,7 @@ step_doctor() { avo doctor 2>&1 | tee "$OUT/doctor.txt"; }
 # `bash ../shared/device/wheels.sh pytest-xdist execnet`).
 SHARE_ONE="tests/evaluate/test_cheats.py tests/evaluate/test_harness_gpu.py"
 SHARE_TWO="tests/evaluate/worker/test_timing.py tests/evaluate/test_pool_gpu.py tests/package/test_gpu.py tests/package/test_gpu_model.py
+  tests/package/test_gpu_first_call.py
   tests/profile/test_ncu_gpu.py tests/profile/test_ncu_sandbox_gpu.py tests/evaluate/sandbox/test_trusted_cache_gpu.py"
 step_tests() {
   local tests=${TESTS:-}
@@ -235,7 +236,8 @@ step_fa3_sweep() {
 # packages; tests/package/test_gpu.py: the 8B-class block), each forward's figures printed and kept in $OUT/package.txt.
 step_package() {
   timeout "${TESTS_TIMEOUT:-400}" python3 -m pytest -m gpu -s -q -p no:cacheprovider tests/package/test_gpu_model.py \
-    tests/package/test_gpu.py 2>&1 | tee "$OUT/package.txt" | grep -E "block|eager|compiled|passed|failed"
+    tests/package/test_gpu.py tests/package/test_gpu_first_call.py 2>&1 | tee "$OUT/package.txt" \
+    | grep -E "block|eager|compiled|first call|passed|failed"
   # What patch()'s routes add to a call left on the library, on this host (1B block's shapes at 1024 tokens).
   timeout 120 python3 scripts/route_host_time.py --device cuda --number 500 2>&1 | tee -a "$OUT/package.txt" | tail -3
 }
