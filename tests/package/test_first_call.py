@@ -160,3 +160,17 @@ def test_a_traced_call_at_an_untimed_shape_is_the_library_node_where_its_first_c
         assert timed == [2], "the verdict was reached once, at trace time"
         assert any(f"{name}.gemm" in t for t in targets) == ours, targets
         assert ours or any("matmul" in t or "mm" in t for t in targets), targets
+
+
+def test_the_first_calls_comparison_takes_odd_outputs(runs, tmp_path):
+    """The difference is taken in the kernel's own output where it can be; a wrong shape, a NaN, an fp32 output or a
+    broadcast view are judged, never raised on."""
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "first_error", GEMM, device="cpu", device_names=[],
+                              library_faster=TIMED)
+    error, x = pkg._guard._error, torch.randn(4, 5, dtype=torch.bfloat16)
+    assert error(x.clone(), x) == 0.0 and error(x.float(), x) == 0.0
+    assert 0.09 < error(x * 1.1, x) < 0.11
+    assert error(torch.randn(5, 4, dtype=torch.bfloat16), x) == float("inf")
+    assert error(torch.full((4, 5), float("nan"), dtype=torch.bfloat16), x) == float("inf")
+    row = x[:1].clone()
+    assert error(row.expand(4, 5), x) > 0 and torch.equal(row, x[:1])  # the view's storage is left as it was
