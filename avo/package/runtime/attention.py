@@ -42,7 +42,7 @@ def _refusal(q, k, v, causal: bool, traced: bool = False) -> str | None:
         return "shape (k, v do not match q, or Hq is not a multiple of Hkv)"
     dims = {"B": b, "Hq": hq, "Hkv": hkv, "S": s, "D": d, "group": hq // hkv, "causal": bool(causal)}
     reason = _guard.refusal((q, k, v), dims)
-    if reason is not None or q.device.type not in _guard.TIMED_ON or not _guard.untimed(dims, q.dtype):
+    if reason is not None or not _guard.untimed(dims, q.dtype, q.device):
         return reason
     if not traced:
         return _first_call(q, k, v, bool(causal))
@@ -54,7 +54,7 @@ def _refusal(q, k, v, causal: bool, traced: bool = False) -> str | None:
 
 def _first_call(q, k, v, causal: bool) -> str | None:
     kernel, scale = _loader.entry("attention"), _scale(q, None)
-    return _guard.first_call((q.device, q.dtype, q.shape, k.shape, causal), q.device, q.dtype,
+    return _guard.first_call((q.device, q.dtype, q.shape, k.shape, causal), q.dtype,
                              lambda: kernel(q, k, v, causal, scale), lambda: library(q, k, v, causal, scale))
 
 

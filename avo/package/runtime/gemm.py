@@ -64,11 +64,10 @@ def _first_call_refusal(a, b) -> str | None:
     """At a shape the run never timed, its first call's verdict (guard.first_call): the kernel against torch.matmul
     on these operands. (A transposed b's first call times it already: _transposed_refusal.)"""
     (m, k), n = a.shape, b.shape[1]
-    if not _guard.untimed({"M": m, "N": n, "K": k}, a.dtype):
+    if not _guard.untimed({"M": m, "N": n, "K": k}, a.dtype, a.device):
         return None
     kernel = _loader.entry("gemm")
-    return _guard.first_call((a.device, a.dtype, m, n, k), a.device, a.dtype, lambda: kernel(a, b),
-                             lambda: library(a, b))
+    return _guard.first_call((a.device, a.dtype, m, n, k), a.dtype, lambda: kernel(a, b), lambda: library(a, b))
 
 
 def _guard_refusal(a, b) -> str | None:
@@ -86,7 +85,7 @@ def _transposed_refusal(a, b) -> str | None:
         return "layout (b is a transposed view the kernel does not read in place)"
     key = (a.device, a.dtype, b.shape[1], b.shape[0], (a.shape[0] - 1).bit_length())
     if key not in _transposed_verdicts:
-        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        if _guard.capturing():
             return f"layout (a transposed b {_guard.NOT_YET}: no check inside a CUDA graph capture)"
         _transposed_verdicts[key] = _first_transposed_verdict(kernel, a, b)
     return _transposed_verdicts[key]
@@ -102,8 +101,7 @@ def _traced_refusal(a, b) -> str | None:
     if reason is not None or not all(type(size) is int for size in (m, n, k)):
         return reason
     transposed = _transposed(b)
-    if not transposed and (a.device.type not in _guard.TIMED_ON or not _guard.untimed({"M": m, "N": n, "K": k},
-                                                                                      a.dtype)):
+    if not transposed and not _guard.untimed({"M": m, "N": n, "K": k}, a.dtype, a.device):
         return None
     return _verdict_of(a.device.type, a.device.index, str(a.dtype).removeprefix("torch."), m, n, k, transposed)
 
@@ -125,12 +123,10 @@ def _first_transposed_verdict(kernel, a, b) -> str | None:
     if not bool((ours.float() - rows.float()).abs().max() <= AGREEMENT * rows.float().abs().max()):
         return "layout (the kernel's answer for a transposed b differed from its row-major one)"
     if a.device.type in _guard.TIMED_ON:
-        (ours_ms, ours_host), (library_ms, library_host) = _guard.best_times(lambda: kernel(a, b),
-                                                                            lambda: library(a, b))
-        if ours_ms >= library_ms:
-            return ("layout (the kernel reads a transposed b slower than the library here: "
-                    f"{library_ms / ours_ms:.3f}x, {_guard.TIMED}")
-        saved, added = (library_ms - ours_ms) * 1e3, ours_host - library_host
+        speedup, saved, added = _guard.timed(lambda: kernel(a, b), lambda: library(a, b))
+        if speedup <= 1:
+            return (f"layout (the kernel reads a transposed b slower than the library here: {speedup:.3f}x, "
+                    f"{_guard.TIMED}")
         if saved <= added:
             return (f"layout (a transposed b: the kernel saves {saved:.1f} µs of GPU time a call here, no more than "
                     f"the {added:.1f} µs of host time it adds; {_guard.TIMED}")

@@ -119,10 +119,17 @@ def counted(calls, fallbacks, reason: str | None, entry: str, tensor: torch.Tens
     return reason
 
 
-def untimed(dims: dict, dtype) -> bool:
-    """Whether the run never timed this covered shape (its exact dims and dtype), so its first call here times the
-    kernel against the library (first_call)."""
-    return _FIRST_CALLS and (*[dims[dim] for dim in _SLOWER_DIMS], dtype) not in _TIMED_SHAPES
+def untimed(dims: dict, dtype, device: torch.device) -> bool:
+    """Whether the run never timed this covered shape (its exact dims and dtype) and its first call here can time the
+    kernel against the library (first_call): on a device in TIMED_ON; elsewhere the kernel takes it, as the guard's
+    ranges say."""
+    return (_FIRST_CALLS and device.type in TIMED_ON
+            and (*[dims[dim] for dim in _SLOWER_DIMS], dtype) not in _TIMED_SHAPES)
+
+
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream: nothing is checked or timed then."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 TIMED_ON = ("cuda",)
@@ -139,36 +146,40 @@ _FIRST: dict = {}
 """(device, dtype, shape) -> the first call's verdict at an untimed shape (first_call)."""
 
 
-def first_call(key, device, dtype, ours, library) -> str | None:
+def first_call(key, dtype, ours, library) -> str | None:
     """At a covered shape the run never timed (a range holds shapes between its timed ones, and a model's may be
     none of them): the kernel's call `ours` checked against the library's call `library` on the caller's own inputs
     (their answers within the run's tolerance for `dtype`: the run never checked this shape either), then timed
     against it, once per `key` (the shape, dtype and device); why the library takes the shape, or None where the
     kernel agreed, was faster on the GPU and saved more GPU time per call than it added host time (the run's rules).
-    Nothing is timed on a device outside TIMED_ON (the kernel takes the call, as the guard's ranges say), nor inside
-    a CUDA graph capture (the library takes that call; the verdict waits for one outside)."""
-    if device.type not in TIMED_ON:
-        return None
+    Asked only where `untimed` says so. Nothing is checked inside a CUDA graph capture: the library takes that call,
+    and the verdict waits for one outside."""
     reason = _FIRST.get(key, _UNSEEN)
     if reason is not _UNSEEN:
         return reason
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+    if capturing():
         return f"untimed shape ({NOT_YET}: no timing inside a CUDA graph capture)"
     error, tolerance = _error(ours(), library()), _TOLERANCES.get(dtype, TOLERANCE)
     if not error <= tolerance:
-        _FIRST[key] = (f"the kernel's answer differed from the library's at this shape on its first call (relative "
-                       f"error {error:.2e}, tolerance {tolerance:g})")
-        return _FIRST[key]
-    (ours_ms, ours_host), (library_ms, library_host) = best_times(ours, library)
-    saved, added, reason = (library_ms - ours_ms) * 1e3, ours_host - library_host, None
-    if ours_ms >= library_ms:
-        reason = (f"measured slower than the library at this shape on its first call ({library_ms / ours_ms:.3f}x, "
-                  f"{TIMED}")
-    elif saved <= added:
-        reason = (f"saves less GPU time than it adds host time at this shape on its first call ({saved:.1f} µs "
-                  f"against {added:.1f}; {TIMED}")
+        reason = (f"the kernel's answer differed from the library's at this shape on its first call (relative error "
+                  f"{error:.2e}, tolerance {tolerance:g})")
+    else:
+        (speedup, saved, added), reason = timed(ours, library), None
+        if speedup <= 1:
+            reason = f"measured slower than the library at this shape on its first call ({speedup:.3f}x, {TIMED}"
+        elif saved <= added:
+            reason = (f"saves less GPU time than it adds host time at this shape on its first call ({saved:.1f} µs "
+                      f"against {added:.1f}; {TIMED}")
     _FIRST[key] = reason
     return reason
+
+
+def timed(ours, library) -> tuple[float, float, float]:
+    """`ours` against `library` (best_times): the speedup on the GPU, and the µs of GPU time it saves and of host time
+    it adds per call. (The run's rules: the library where the speedup is at most 1, or the saving at most the
+    addition.)"""
+    (ours_ms, ours_host), (library_ms, library_host) = best_times(ours, library)
+    return library_ms / ours_ms, (library_ms - ours_ms) * 1e3, ours_host - library_host
 
 
 def _error(out: torch.Tensor, expected: torch.Tensor) -> float:
