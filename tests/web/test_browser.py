@@ -57,6 +57,12 @@ def nodes(driver, selector: str) -> list[str]:
                                  "e.getAttribute('data-cid'));")
 
 
+def text_of(driver, element_id: str) -> str:
+    """An element's text read inside the page, in one step: a live page may replace the element between a
+    find_element and its .text (a stale element reference)."""
+    return driver.execute_script(f"return document.getElementById({element_id!r})?.textContent.trim() ?? '';")
+
+
 def test_runs_page_lists_the_imported_examples(driver, base, runs):
     driver.get(base + "/")
     listed = nodes(driver, "tr.run-row")
@@ -152,7 +158,7 @@ def test_live_evolve_shows_each_new_candidate_within_5_s_without_reload(driver, 
             driver.get(f"{address}/run/{run_id}/")
             driver.execute_script("window.__sameDocument = 'yes'")
             on_load = set(nodes(driver, "#tree g.node"))
-            assert driver.find_element("id", "run-status").text.startswith("running")
+            assert text_of(driver, "run-status").startswith("running")
             seen: dict[str, float] = {}
             ended = None
             while True:
@@ -175,7 +181,7 @@ def test_live_evolve_shows_each_new_candidate_within_5_s_without_reload(driver, 
                 committed = (refs / cid.removeprefix("node-")).stat().st_mtime
                 print(f"{cid} shown {at - committed:.2f} s after its commit")
                 assert at - committed < 5.0, f"{cid} appeared {at - committed:.1f} s after its commit"
-            _wait_for(lambda: driver.find_element("id", "run-status").text.startswith("finished"), 10)
+            _wait_for(lambda: text_of(driver, "run-status").startswith("finished"), 10)
     finally:
         if evolve.poll() is None:
             evolve.terminate()
