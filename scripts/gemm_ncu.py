@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_config_sweep import variant  # noqa: E402
+from gemm_config_sweep import _variant, variant  # noqa: E402
 
 
 def main() -> None:
@@ -29,10 +28,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2)
     args = parser.parse_args()
     M, N, K = map(int, args.shape.split("x"))
-    settings = {}
-    for item in filter(None, args.variant.split(",")):
-        name, value = item.split("=")
-        settings[name] = ast.literal_eval(value)  # a knob's literal: 128, True, 0.9
+    settings = _variant(f"seed:{args.variant}")[1] if args.variant else {}  # the sweep's own --variant parser
     with tempfile.TemporaryDirectory() as root:
         gemm = variant("seed", settings, Path(root))
         a = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -26,7 +27,7 @@ def kernels(M: int, N: int, K: int, dtype: torch.dtype) -> list[dict]:
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
-        events = json.load(open(f.name))["traceEvents"]
+        events = json.loads(Path(f.name).read_text())["traceEvents"]
     return [e for e in events if e.get("cat") == "kernel"]
 
 

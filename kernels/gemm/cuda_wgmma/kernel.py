@@ -32,9 +32,6 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
 #    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
 #    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at 64 x 8192 x 8192 too (`avo profile --library`).
-#    CLUSTER: the few-token tile's blocks in pairs of vertically adjacent tiles sharing B's tile by TMA multicast (as
-#    CLUSTER_M below), where FEW_ROWS is raised past 64: cuBLAS runs clusters at every shape of 64 to 512 rows it
-#    was profiled on (BENCHMARKS.md). Stream-K is not dealt to pairs.
 FEW_ROWS = 64  # avo: tune 0 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
@@ -42,7 +39,6 @@ FEW = dict(
     STREAM=True,  # avo: tune False True bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
-    CLUSTER=1,  # avo: tune 1 2 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -184,7 +180,7 @@ class _Build:
         return self._k_major
 
 
-_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, FEW["CLUSTER"])
+_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
 _NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
@@ -354,7 +350,7 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
     if splits > 1:
         return Plan(build, units, 0, splits)
-    if few and STREAM_K and FEW["STREAM"] and build.cluster_m == 1 and units > sms and units % sms:
+    if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
         return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
     for wide in () if few else builds:
