@@ -75,6 +75,9 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
+#ifndef ACC_SETS
+#define ACC_SETS 1
+#endif
 #ifndef B_K_MAJOR
 #define B_K_MAJOR 0
 #endif
@@ -105,7 +108,9 @@ constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 
 static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS must be 64 or 128");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
-static_assert(SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
+static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
+constexpr bool LAG = MMA_LAG || ACC_SETS > 1;  // two sets only pay with a step's products in flight behind the next
+static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
@@ -410,7 +415,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     } else {
         regs_alloc<CONSUMER_REGS>();
         const int consumer = wg - 1;
-        float d[SUB_M][ACC];
+        float d[ACC_SETS][SUB_M][ACC];
         int stage = 0, phase = 0;
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
@@ -418,7 +423,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             tile_coords(u.tile, rows_m, tiles_n, cm, tn);
             const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
-            for (int k = k_begin; k < k_end; ++k) {
+            // One stage's products into the accumulator set `acc` (`first`: its first use in this unit).
+            auto step = [&](float (&acc)[SUB_M][ACC], bool first) {
                 mbar_wait(&full[stage], phase);
                 const unsigned char* sa = smem + stage * STAGE_BYTES;
                 const unsigned char* sb = sa + A_BYTES;
@@ -427,10 +433,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s)
-                        mma<FP16>(d[s], desc_a(sa, consumer * WG_M + s * 64, kk), sb, kk, k > k_begin || kk > 0);
+                        mma<FP16>(acc[s], desc_a(sa, consumer * WG_M + s * 64, kk), sb, kk, !first || kk > 0);
                 }
                 wgmma_commit();
-                if constexpr (MMA_LAG) {
+                if constexpr (LAG) {
                     wgmma_wait<1>();
                     if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
                     released = stage;
@@ -439,23 +445,41 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     if (threadIdx.x % 128 == 0) release(&empty[stage]);
                 }
                 if (++stage == STAGES) { stage = 0; phase ^= 1; }
-            }
-            if constexpr (MMA_LAG) {
+            };
+            // With two sets, the steps alternate between them in pairs, the odd one out into the first.
+            int k = k_begin;
+            if constexpr (ACC_SETS > 1)
+                for (; k + 1 < k_end; k += 2) {
+                    step(d[0], k == k_begin);
+                    step(d[1], k == k_begin);
+                }
+            for (; k < k_end; ++k) step(d[0], k == k_begin);
+            if constexpr (LAG) {
                 wgmma_wait<0>();
                 if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
             }
 #pragma unroll
-            for (int s = 0; s < SUB_M; ++s) fence_regs(d[s]);
+            for (int s = 0; s < SUB_M; ++s) fence_regs(d[0][s]);
+            if constexpr (ACC_SETS > 1) {
+                if (k_end - k_begin > 1) {  // the second set's sum into the first: one order, whatever the timing
+#pragma unroll
+                    for (int s = 0; s < SUB_M; ++s) {
+                        fence_regs(d[1][s]);
+#pragma unroll
+                        for (int j = 0; j < ACC; ++j) d[0][s][j] += d[1][s][j];
+                    }
+                }
+            }
             // The workspace holds the split tiles only: slots count from the first tile past `whole`.
-            if (u.parts > 1 && !reduce_splits(d, partials, arrivals, flags + consumer,
+            if (u.parts > 1 && !reduce_splits(d[0], partials, arrivals, flags + consumer,
                                               ((u.tile - whole) * CLUSTER_M + rank) * CONSUMERS + consumer, u.split,
                                               u.parts, splits, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
-                store_tile_tma<FP16>(d, smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
+                store_tile_tma<FP16>(d[0], smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
                                      tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
             else
-                store_tile<FP16>(d, C, M, N, tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
+                store_tile<FP16>(d[0], C, M, N, tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
         }
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }

@@ -39,6 +39,7 @@ FEW = dict(
     STREAM=True,  # avo: tune False True bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
+    ACC_SETS=1,  # avo: tune 1 2 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -63,6 +64,10 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 # 0.899 at 4. (STAGES 4 to 6 on the 256-wide tile run with the 3 that fit; they once failed to launch.)
 STAGES_192 = 3  # avo: tune 2 3 4
 STAGES_128 = 6  # avo: tune 3 4 5 6
+# Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
+# alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
+# (gemm.cu's ACC_SETS).
+ACC_SETS_128 = 1  # avo: tune 1 2
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
@@ -150,7 +155,7 @@ class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
-                 rate: float = 1.0):
+                 rate: float = 1.0, acc_sets: int = 1):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it,
@@ -168,6 +173,8 @@ class _Build:
         }
         if staged:
             self.defines["C_STAGED"] = staged
+        if acc_sets > 1 and block_m // consumers * block_n // 128 * acc_sets <= 160:  # room for the sets' registers
+            self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
@@ -180,8 +187,8 @@ class _Build:
         return self._k_major
 
 
-_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1)
-_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1) if FEW["NARROW"] else None
+_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1, acc_sets=FEW["ACC_SETS"])
+_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1, acc_sets=FEW["ACC_SETS"]) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -189,7 +196,8 @@ _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n
 if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
     _WIDTHS.insert(1, 320)
 _LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(n) if n != BLOCK_N
-                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0, WIDTH_RATE[n]) for n in _WIDTHS}
+                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0, WIDTH_RATE[n],
+                    ACC_SETS_128 if n == 128 else 1) for n in _WIDTHS}
 _SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
                 RATE_SHORT) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")

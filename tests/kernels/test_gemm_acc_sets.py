@@ -1,0 +1,100 @@
+"""gemm/cuda_wgmma's two accumulator sets (ACC_SETS 2: a consumer's K-steps alternate between two register tiles,
+added at the end): where the knobs ask for them the builds that have room take them and compile for Hopper without
+spills or serialized wgmma; on a GPU each kind of work on them (whole tiles with an even, odd or single K-step count,
+split-K, stream-K, B as nn.Linear's weight.t()) is correct and bitwise repeatable."""
+
+from __future__ import annotations
+
+import shutil
+
+import needs
+import pytest
+import torch
+from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_repeatable, work
+
+from avo.agent.heuristic.knobs import render
+from avo.evaluate.worker.loader import load_entry
+
+KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2}
+
+
+def two_sets(tmp_path, **more):
+    """The seed with two accumulator sets on the few-token tiles and the 128-wide one (and `more` knobs)."""
+    folder = tmp_path / "two_sets"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render((folder / "kernel.py").read_text(), {**KNOBS, **more}))
+    return folder, load_entry(folder, "gemm")
+
+
+def test_only_the_tiles_with_room_for_two_sets_take_them(tmp_path):
+    g = two_sets(tmp_path)[1].__globals__
+    assert g["_FEW"].defines["ACC_SETS"] == 2 and g["_NARROW"].defines["ACC_SETS"] == 2
+    assert g["_LARGE"][128].defines["ACC_SETS"] == 2
+    assert all("ACC_SETS" not in build.defines for n, build in g["_LARGE"].items() if n != 128)
+    # 64 x 256 holds 128 accumulators per thread: two sets would pass the 160 that fit beside the rest
+    wide = g["_Build"](64, 256, 4, 1, 1, acc_sets=2)
+    assert "ACC_SETS" not in wide.defines
+    assert "ACC_SETS" not in load_entry(SEED, "gemm").__globals__["_FEW"].defines  # off by default
+
+
+@needs.nvcc
+def test_the_builds_with_two_sets_compile_for_hopper_without_spills(tmp_path):
+    from avo.cuda import declared_builds
+    from avo.evaluate.cuda_compile import compile_check
+
+    folder, gemm = two_sets(tmp_path)
+    builds = [b for b in declared_builds(folder) if "-DACC_SETS=2" in b.flags]
+    assert len(builds) == 3, [b.flags for b in declared_builds(folder)]
+    check = compile_check(folder, "sm_90a", builds=builds)
+    assert check.ok, check.log
+    # bf16 and fp16 of each (beside simple.cu's kernels, which no build names)
+    assert sum("ACC_SETS=2" in facts["defines"] for facts in check.resources.values()) == 2 * len(builds)
+    for name, facts in check.resources.items():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+
+
+# (M, N, K) -> (rows, width, work) with two sets: K-step counts even, odd and one; 128 rows on the 64-row tiles
+# (FEW_ROWS 128) and on the 128-wide tile.
+SHAPES = {
+    (64, 8192, 8192): (64, 64, "whole"),     # 128 step pairs
+    (40, 8200, 1000): (64, 64, "whole"),     # 16 steps, ragged M, N and K
+    (64, 33792, 1032): (64, 128, "whole"),   # 17 steps: the odd one into the first set
+    (64, 4096, 64): (64, 128, "whole"),      # one step: the second set never used
+    (64, 4096, 16384): (64, 128, "split"),   # parts of 64 steps
+    (33, 2048, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
+    (64, 57344, 8192): (64, 128, "stream"),  # pieces of any length, starting anywhere in a tile
+    (128, 3584, 3584): (64, 64, "whole"),    # 112 tiles of 64 x 64 at 128 rows
+    (256, 4096, 16384): (128, 128, "split"),
+    (300, 1000, 20000): (128, 128, "split"),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_shape_takes_the_work_it_is_meant_to_check(shape, tmp_path):
+    g = two_sets(tmp_path, FEW_ROWS=128)[1].__globals__
+    plan = g["plan"](*shape, H200_SMS)
+    assert (plan.build.block_m, plan.build.block_n, work(plan)) == SHAPES[shape], (shape, plan)
+    assert plan.build.defines["ACC_SETS"] == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_two_sets_are_correct_and_bitwise_repeatable(dtype, tmp_path):
+    needs.module("cupy")
+    gemm = two_sets(tmp_path, FEW_ROWS=128)[1]
+    for shape in SHAPES:
+        check_repeatable(gemm, shape, dtype, shape, repeats=3)
+    assert arrivals_reset(gemm), "arrival counters left set"
+
+
+@pytest.mark.gpu
+def test_two_sets_read_a_transposed_weight_in_place(tmp_path):
+    """B as nn.Linear's weight.t() (the B_K_MAJOR twin of each build) gives the row-major B's bits."""
+    needs.module("cupy")
+    gemm = two_sets(tmp_path, FEW_ROWS=128)[1]
+    for m, n, k in ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (256, 4096, 16384)):
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (m, n, k)
