@@ -12,6 +12,10 @@
 //     along N, so the A and B panels the SMs need at the same time stay in L2), and the producer runs ahead into the
 //     next tile while the consumers store the last one;
 //   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
+//   - ACC_SETS = 2 (with MMA_LAG implied): a consumer's K-steps alternate between two register tiles, so the next
+//     step's wgmma do not accumulate into the registers the last step's are still writing; the second set is added
+//     into the first at the end of the unit (one order whatever the timing: bitwise repeatable). For tiles whose
+//     accumulators leave room for twice as many (64 x 64, 64 x 128, 128 x 128 on two consumers). Off by default;
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
 //     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. The release
