@@ -16,6 +16,11 @@
 //     step's wgmma do not accumulate into the registers the last step's are still writing; the second set is added
 //     into the first at the end of the unit (one order whatever the timing: bitwise repeatable). For tiles whose
 //     accumulators leave room for twice as many (64 x 64, 64 x 128, 128 x 128 on two consumers). Off by default;
+//   - WG_SPLIT_K = 1 (with CONSUMERS = 2, for the 64-row tiles): both consumers hold all of the tile's rows and take
+//     alternate K-steps of each unit (the first k_begin, k_begin + 2, ...; the second the others), each stage
+//     released by the one that read it; at the end the second hands its fp32 sum to the first through shared
+//     memory, which adds it (one order whatever the timing: bitwise repeatable) and finishes the tile. Two
+//     warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each step. Off by default;
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
 //     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. The release
@@ -88,10 +93,15 @@
 #ifndef C_STAGED
 #define C_STAGED 0
 #endif
+#ifndef WG_SPLIT_K
+#define WG_SPLIT_K 0
+#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
-constexpr int WG_M = BLOCK_M / CONSUMERS;          // rows of C per consumer warpgroup
+constexpr int WAYS = WG_SPLIT_K ? CONSUMERS : 1;   // consumers sharing each unit's rows, each taking every WAYS-th step
+constexpr int STORERS = CONSUMERS / WAYS;          // consumers holding distinct rows of C (each stores its own)
+constexpr int WG_M = BLOCK_M / STORERS;            // rows of C per consumer warpgroup
 constexpr int SUB_M = WG_M / 64;                   // m64 sub-tiles per consumer
 constexpr int ACC = BLOCK_N / 2;                   // fp32 accumulators per thread per sub-tile
 constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
@@ -101,18 +111,21 @@ constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int N_MAIN = BLOCK_N > 256 ? 256 : BLOCK_N;  // one wgmma's columns (256 at most); past 256 a second one
 constexpr int N_REST = BLOCK_N - N_MAIN;                // takes the rest (a 320-wide tile: 256 + 64)
 constexpr int C_BOX_BYTES = 64 * 64 * 2;           // C leaves as boxes of 64 x 64
-constexpr int C_BOXES = SUB_M * (BLOCK_N / 64);    // per consumer
+constexpr int C_BOXES = SUB_M * (BLOCK_N / 64);    // per storing consumer
 // Boxes a consumer stages at once (C_STAGED, 0 for all of them): fewer leave room for more stages of a wide tile.
 constexpr int C_RING = C_STAGED > 0 && C_STAGED < C_BOXES ? C_STAGED : C_BOXES;
-constexpr int C_BYTES = TMA_STORE ? C_RING * C_BOX_BYTES : 0;  // per consumer
+constexpr int C_BYTES = TMA_STORE ? C_RING * C_BOX_BYTES : 0;  // per storing consumer
+constexpr int RED_BYTES = (WAYS - 1) * WG_M * BLOCK_N * 4;      // WG_SPLIT_K: the second consumer's fp32 sum
+constexpr int RED_FULL = 1 + CONSUMERS, RED_FREE = 2 + CONSUMERS;  // its named barriers (1 + c: consumer c's own)
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
-// kernel.py passes STAGES * STAGE_BYTES + CONSUMERS * C_BYTES + 1024 (alignment) + 1024 (barriers) bytes of dynamic
-// shared memory.
+// kernel.py passes STAGES * STAGE_BYTES + STORERS * C_BYTES + RED_BYTES + 1024 (alignment) + 1024 (barriers) bytes
+// of dynamic shared memory.
 
 static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS must be 64 or 128");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
+static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");
 constexpr bool LAG = MMA_LAG || ACC_SETS > 1;  // two sets only pay with a step's products in flight behind the next
 static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
@@ -340,6 +353,33 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* par
     return true;
 }
 
+// WG_SPLIT_K: the second consumer's sum of its K-steps handed to the first through shared memory (fp32 in register
+// order: each thread reads back the values its twin wrote, conflict-free) and added to the first's, in that order
+// whatever the timing (bitwise repeatable); true for the first, which goes on to finish the tile. `handed`: the
+// second took a step of this unit (a one-step unit is the first's alone). RED_FULL says the buffer holds a sum,
+// RED_FREE that it was read and may be written again; `writes` counts the second's hand-overs, so that it waits for
+// RED_FREE before every one but its first, and once after its last (gemm_body), as often as the first arrives.
+__device__ __forceinline__ bool hand_over(float (&d)[SUB_M][ACC], float* red, int consumer, bool handed, int& writes) {
+    const int t = threadIdx.x % 128;
+    if (!handed) return consumer == 0;
+    if (consumer > 0) {
+        if (writes++) named_barrier(RED_FREE, 256);
+#pragma unroll
+        for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) red[(s * ACC + i) * 128 + t] = d[s][i];
+        named_barrier_arrive(RED_FULL, 256);
+        return false;
+    }
+    named_barrier(RED_FULL, 256);
+#pragma unroll
+    for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) d[s][i] += red[(s * ACC + i) * 128 + t];
+    named_barrier_arrive(RED_FREE, 256);
+    return true;
+}
+
 // A consumer's release of a stage: to the barrier of every block whose producer refills the slot.
 __device__ __forceinline__ void release(unsigned long long* empty_bar) {
     if constexpr (CLUSTER_M > 1) {
@@ -356,8 +396,9 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                                           int* arrivals, int whole, int splits, int stream, int lanes) {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    float* red = reinterpret_cast<float*>(smem + STAGES * STAGE_BYTES + STORERS * C_BYTES);  // WG_SPLIT_K's
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
-                                                                     CONSUMERS * C_BYTES);
+                                                                     STORERS * C_BYTES + RED_BYTES);
     unsigned long long* empty = full + STAGES;
     int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
@@ -366,7 +407,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMERS * CLUSTER_M);  // every consumer of every block sharing the slot
+            mbar_init(&empty[s], CONSUMERS / WAYS * CLUSTER_M);  // each consumer reading it, of every block
         }
         mbar_fence_init();
     }
@@ -418,17 +459,21 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
-        const int consumer = wg - 1;
+        const int consumer = wg - 1, rows = WAYS > 1 ? 0 : consumer;  // rows: which WG_M rows of the tile are its
         float d[ACC_SETS][SUB_M][ACC];
-        int stage = 0, phase = 0;
+        int stage = 0, phase = 0, writes = 0;
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
             int cm, tn;
             tile_coords(u.tile, rows_m, tiles_n, cm, tn);
             const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
-            // One stage's products into the accumulator set `acc` (`first`: its first use in this unit).
-            auto step = [&](float (&acc)[SUB_M][ACC], bool first) {
+            auto advance = [&] {
+                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+            };
+            // One stage's products (step k) into the accumulator set `acc` (`first`: its first use in this unit),
+            // then past the steps the other consumers take before this one's next (WG_SPLIT_K).
+            auto step = [&](float (&acc)[SUB_M][ACC], int k, bool first) {
                 mbar_wait(&full[stage], phase);
                 const unsigned char* sa = smem + stage * STAGE_BYTES;
                 const unsigned char* sb = sa + A_BYTES;
@@ -437,7 +482,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s)
-                        mma<FP16>(acc[s], desc_a(sa, consumer * WG_M + s * 64, kk), sb, kk, !first || kk > 0);
+                        mma<FP16>(acc[s], desc_a(sa, rows * WG_M + s * 64, kk), sb, kk, !first || kk > 0);
                 }
                 wgmma_commit();
                 if constexpr (LAG) {
@@ -448,16 +493,25 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     wgmma_wait<0>();
                     if (threadIdx.x % 128 == 0) release(&empty[stage]);
                 }
-                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+                advance();
+#pragma unroll
+                for (int j = 1; j < WAYS; ++j)
+                    if (k + j < k_end) advance();
             };
-            // With two sets, the steps alternate between them in pairs, the odd one out into the first.
-            int k = k_begin;
+            // This consumer's steps: every one, or with WG_SPLIT_K every WAYS-th from k_begin + consumer. With two
+            // sets they alternate between them in pairs, the odd one out into the first.
+            const int mine = k_begin + (WAYS > 1 ? consumer : 0);
+#pragma unroll
+            for (int j = 0; j < WAYS - 1; ++j)
+                if (j < consumer && k_begin + j < k_end) advance();  // the steps before its first
+            int k = mine;
             if constexpr (ACC_SETS > 1)
-                for (; k + 1 < k_end; k += 2) {
-                    step(d[0], k == k_begin);
-                    step(d[1], k == k_begin);
+                for (; k + WAYS < k_end; k += 2 * WAYS) {
+                    step(d[0], k, k == mine);
+                    step(d[1], k + WAYS, k == mine);
                 }
-            for (; k < k_end; ++k) step(d[0], k == k_begin);
+            for (; k < k_end; k += WAYS) step(d[0], k, k == mine);
+            const int taken = k_end > mine ? (k_end - mine + WAYS - 1) / WAYS : 0;  // steps this consumer took
             if constexpr (LAG) {
                 wgmma_wait<0>();
                 if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
@@ -465,7 +519,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[0][s]);
             if constexpr (ACC_SETS > 1) {
-                if (k_end - k_begin > 1) {  // the second set's sum into the first: one order, whatever the timing
+                if (taken > 1) {  // the second set's sum into the first: one order, whatever the timing
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s) {
                         fence_regs(d[1][s]);
@@ -474,17 +528,20 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     }
                 }
             }
+            if constexpr (WAYS > 1)
+                if (!hand_over(d[0], red, consumer, k_end - k_begin > 1, writes)) continue;  // the first finishes
             // The workspace holds the split tiles only: slots count from the first tile past `whole`.
             if (u.parts > 1 && !reduce_splits(d[0], partials, arrivals, flags + consumer,
-                                              ((u.tile - whole) * CLUSTER_M + rank) * CONSUMERS + consumer, u.split,
+                                              ((u.tile - whole) * CLUSTER_M + rank) * STORERS + rows, u.split,
                                               u.parts, splits, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
-                store_tile_tma<FP16>(d[0], smem + STAGES * STAGE_BYTES + consumer * C_BYTES, map_c, consumer,
-                                     tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
+                store_tile_tma<FP16>(d[0], smem + STAGES * STAGE_BYTES + rows * C_BYTES, map_c, consumer,
+                                     tm * BLOCK_M + rows * WG_M, tn * BLOCK_N);
             else
-                store_tile<FP16>(d[0], C, M, N, tm * BLOCK_M + consumer * WG_M, tn * BLOCK_N);
+                store_tile<FP16>(d[0], C, M, N, tm * BLOCK_M + rows * WG_M, tn * BLOCK_N);
         }
+        if (WAYS > 1 && consumer > 0 && writes) named_barrier(RED_FREE, 256);  // matches the first's last arrival
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }
     if constexpr (CLUSTER_M > 1) {

@@ -40,6 +40,7 @@ FEW = dict(
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
+    WG_SPLIT_K=False,  # avo: tune False True bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -64,6 +65,9 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 # 0.899 at 4. (STAGES 4 to 6 on the 256-wide tile run with the 3 that fit; they once failed to launch.)
 STAGES_192 = 3  # avo: tune 2 3 4
 STAGES_128 = 6  # avo: tune 3 4 5 6
+# WG_SPLIT_K (FEW): the few-token tiles run two consumer warpgroups over the same 64 rows, each taking every other
+# K-step (gemm.cu's WG_SPLIT_K), where one consumer waits on its own wgmma at every step: cuBLAS's 64 x 64 tiles at
+# 128 x 3584 x 3584 run three warpgroups (two consumers) at 168 registers (BENCHMARKS.md). Off until timed.
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
 # alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
 # (gemm.cu's ACC_SETS).
@@ -155,16 +159,19 @@ class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
-                 rate: float = 1.0, acc_sets: int = 1):
+                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
+        # With wg_split_k two consumers share the tile's rows and take alternate K-steps; one of them stores.
+        self.storers = 1 if wg_split_k else consumers
         # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it,
-        # or `staged` boxes per consumer at a time), 1 KB to align the ring to the swizzle atom and 1 KB for
-        # barriers; as many stages as asked where they fit in SMEM_BYTES (a 256-wide tile has room for 3 beside its
-        # C tile, a 192-wide for 4, a 128-wide for 6).
+        # or `staged` boxes per storing consumer at a time), with wg_split_k the second consumer's fp32 sum, 1 KB to
+        # align the ring to the swizzle atom and 1 KB for barriers; as many stages as asked where they fit in
+        # SMEM_BYTES (a 256-wide tile has room for 3 beside its C tile, a 192-wide for 4, a 128-wide for 6).
         boxes = block_m * block_n // (64 * 64)
-        staging = min(boxes, staged * consumers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
-        fixed, stage = staging + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
+        staging = min(boxes, staged * self.storers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
+        handed = block_m * block_n * 4 if wg_split_k else 0
+        fixed, stage = staging + handed + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
         stages = max(2, min(stages, (SMEM_BYTES - fixed) // stage))
         self.smem = stages * stage + fixed
         self.defines = {
@@ -173,7 +180,9 @@ class _Build:
         }
         if staged:
             self.defines["C_STAGED"] = staged
-        if acc_sets > 1 and block_m // consumers * block_n // 128 * acc_sets <= 160:  # room for the sets' registers
+        if wg_split_k:
+            self.defines["WG_SPLIT_K"] = 1
+        if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
         self.module = load_module("gemm.cu", defines=self.defines)
@@ -187,8 +196,11 @@ class _Build:
         return self._k_major
 
 
-_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], 1, 1, acc_sets=FEW["ACC_SETS"])
-_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], 1, 1, acc_sets=FEW["ACC_SETS"]) if FEW["NARROW"] else None
+_FEW_CONSUMERS = 2 if FEW["WG_SPLIT_K"] else 1
+_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+              wg_split_k=FEW["WG_SPLIT_K"])
+_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+                 wg_split_k=FEW["WG_SPLIT_K"]) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -436,10 +448,10 @@ def _launcher(a, b, c, k_major: bool):
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
-    if splits > 1:  # a slot per consumer of each split tile (splits: its room for parts or pieces)
-        slots = (planned.tiles - whole) * build.cluster_m * build.consumers
+    if splits > 1:  # a slot per storing consumer of each split tile (splits: its room for parts or pieces)
+        slots = (planned.tiles - whole) * build.cluster_m * build.storers
         partials, arrivals = _workspace(a.device, current_stream(a.get_device()),
-                                        slots * splits * (build.block_m // build.consumers) * build.block_n, slots)
+                                        slots * splits * (build.block_m // build.storers) * build.block_n, slots)
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     return module.launcher(_KERNELS[a.dtype], grid, build.threads,
                            (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,

@@ -1,0 +1,118 @@
+"""gemm/cuda_wgmma's few-token tiles with two consumer warpgroups sharing the rows and taking alternate K-steps
+(WG_SPLIT_K: the second hands its sum to the first through shared memory): where the knob asks for it both 64-row
+builds take it, with a staging buffer for one storing consumer and room for the handed sum; they compile for Hopper
+without spills or serialized wgmma, alone and with two accumulator sets; on a GPU each kind of work (whole tiles with
+an even, odd, two or one K-step, so that the second consumer has one step or none; split-K parts and stream-K pieces
+starting at either parity; B as nn.Linear's weight.t()) is correct and bitwise repeatable."""
+
+from __future__ import annotations
+
+import shutil
+
+import needs
+import pytest
+import torch
+from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_repeatable, work
+
+from avo.agent.heuristic.knobs import render
+from avo.evaluate.worker.loader import load_entry
+
+VARIANTS = {"split": {"WG_SPLIT_K@few": True}, "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2}}
+
+
+def split_k(tmp_path, variant: str = "split", **more):
+    """The seed with the few-token tiles' consumers splitting K (and `more` knobs)."""
+    folder = tmp_path / variant.replace("+", "_")
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render((folder / "kernel.py").read_text(), {**VARIANTS[variant], **more}))
+    return folder, load_entry(folder, "gemm")
+
+
+def test_both_few_token_builds_take_two_consumers_and_one_stores(tmp_path):
+    g = split_k(tmp_path)[1].__globals__
+    for build in (g["_FEW"], g["_NARROW"]):
+        assert build.defines["WG_SPLIT_K"] == 1 and build.defines["CONSUMERS"] == 2
+        assert (build.consumers, build.storers, build.threads) == (2, 1, 384)
+        # the stages, one staging buffer of C (bf16) and the second consumer's fp32 sum, 2 KB for alignment and
+        # barriers: the same arithmetic as gemm.cu's STAGES * STAGE_BYTES + STORERS * C_BYTES + RED_BYTES + 2048
+        tile = build.block_m * build.block_n
+        stage = (build.block_m + build.block_n) * 64 * 2
+        assert build.smem == build.defines["STAGES"] * stage + tile * 2 + tile * 4 + 2048
+        assert build.smem <= g["SMEM_BYTES"]
+    assert all("WG_SPLIT_K" not in b.defines for b in g["_LARGE"].values())
+    default = load_entry(SEED, "gemm").__globals__
+    assert "WG_SPLIT_K" not in default["_FEW"].defines and default["_FEW"].consumers == 1  # off by default
+
+
+def test_a_split_tile_takes_one_workspace_slot_per_tile(tmp_path):
+    """The workspace is sized for the storing consumer only: gemm.cu's slot is (tile, rank) * STORERS + rows."""
+    g = split_k(tmp_path)[1].__globals__
+    plan = g["plan"](64, 4096, 16384, H200_SMS)
+    assert work(plan) == "split" and plan.build.storers == 1
+
+
+@needs.nvcc
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_split_builds_compile_for_hopper_without_spills(variant, tmp_path):
+    from avo.cuda import declared_builds
+    from avo.evaluate.cuda_compile import compile_check
+
+    folder, _ = split_k(tmp_path, variant)
+    builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
+    assert len(builds) == 2, [b.flags for b in declared_builds(folder)]
+    check = compile_check(folder, "sm_90a", builds=builds)
+    assert check.ok, check.log
+    split = [facts for facts in check.resources.values() if "WG_SPLIT_K=1" in facts["defines"]]
+    assert len(split) == 2 * len(builds)  # bf16 and fp16 of each
+    for facts in split:
+        assert ("ACC_SETS=2" in facts["defines"]) == (variant == "split+sets")
+    for name, facts in check.resources.items():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+
+
+# (M, N, K) -> (rows, width, work), FEW_ROWS 128: K-step counts that leave the second consumer an equal share, one
+# fewer, one step and none; split parts and stream pieces of odd lengths, so that a unit's first step is either's.
+SHAPES = {
+    (64, 8192, 8192): (64, 64, "whole"),     # 128 steps, 64 each
+    (40, 8200, 1000): (64, 64, "whole"),     # 16 steps, ragged M, N and K
+    (64, 33792, 1032): (64, 128, "whole"),   # 17 steps: 9 and 8
+    (64, 4096, 128): (64, 128, "whole"),     # two steps: one each
+    (64, 4096, 64): (64, 128, "whole"),      # one step: the second consumer has none and hands nothing over
+    (64, 4096, 16384): (64, 128, "split"),   # parts of 64 steps
+    (33, 2048, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
+    (64, 57344, 8192): (64, 128, "stream"),  # pieces of any length, starting anywhere in a tile
+    (128, 3584, 3584): (64, 64, "whole"),    # 112 tiles of 64 x 64 at 128 rows
+    (128, 2048, 16384): (64, 128, "split"),  # 32 tiles of 64 x 128 (two tile rows) in 2 parts
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_each_shape_takes_the_work_it_is_meant_to_check(shape, tmp_path):
+    g = split_k(tmp_path, FEW_ROWS=128)[1].__globals__
+    plan = g["plan"](*shape, H200_SMS)
+    assert (plan.build.block_m, plan.build.block_n, work(plan)) == SHAPES[shape], (shape, plan)
+    assert plan.build.defines["WG_SPLIT_K"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_split_consumers_are_correct_and_bitwise_repeatable(dtype, variant, tmp_path):
+    needs.module("cupy")
+    gemm = split_k(tmp_path, variant, FEW_ROWS=128)[1]
+    for shape in SHAPES:
+        check_repeatable(gemm, shape, dtype, (variant, shape), repeats=3)
+    assert arrivals_reset(gemm), "arrival counters left set"
+
+
+@pytest.mark.gpu
+def test_split_consumers_read_a_transposed_weight_in_place(tmp_path):
+    """B as nn.Linear's weight.t() (the B_K_MAJOR twin of each build) gives the row-major B's bits."""
+    needs.module("cupy")
+    gemm = split_k(tmp_path, FEW_ROWS=128)[1]
+    for m, n, k in ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (64, 4096, 64)):
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (m, n, k)
