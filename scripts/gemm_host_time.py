@@ -117,7 +117,7 @@ def pieces(fn) -> None:
     maps = (tensor_map(a, box=(build.block_m, g["BLOCK_K"])), tensor_map(b.t(), box=(64, g["BLOCK_K"])),
             tensor_map(c, box=(64, 64)))
     args = (*maps, c, M, N, K, c, c, planned.whole, planned.splits, planned.stream, planned.lanes)
-    grid = min(planned.units, g["_sm_count"](a.device) // build.cluster) * build.cluster
+    grid = min(planned.units, g["_sm_count"](a.device) // build.cluster_m) * build.cluster_m
     launch = module.launcher(name, grid, build.threads, args, shared_mem=build.smem)
     key = next(iter(g["_LAUNCHES"].keys()))  # the call above's
     steps = {

@@ -71,19 +71,6 @@ def test_the_split_builds_compile_for_hopper_without_spills(variant, tmp_path):
         assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
 
 
-@needs.nvrtc
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_nvrtc_compiles_the_split_builds(variant, tmp_path):
-    """The wrapper compiles with NVRTC at run time (nvcc above only for ptxas's resource report)."""
-    from avo.cuda import CudaModule, declared_builds
-
-    folder, _ = split_k(tmp_path, variant)
-    builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
-    assert len(builds) == 2
-    for build in builds:
-        assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags
-
-
 # (M, N, K) -> (rows, width, work), FEW_ROWS 128: K-step counts that leave the second consumer an equal share, one
 # fewer, one step and none; split parts and stream pieces of odd lengths, so that a unit's first step is either's.
 SHAPES = {

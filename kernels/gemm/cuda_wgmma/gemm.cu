@@ -28,12 +28,6 @@
 //     arrival, and the pairs ran at 0.57x of CLUSTER_M = 1. Without it they run at 0.98-1.02x of it on the H200
 //     (BENCHMARKS.md): the kernel is bound by its tensor cores, not by L2, so halving B's traffic buys nothing
 //     the pairs' lockstep does not cost back. Off by default;
-//   - CLUSTER_N = 2 or 4 (for the 64-row tiles, with or without CLUSTER_M = 2): clusters of CLUSTER_M x CLUSTER_N
-//     adjacent tiles (rank = column x CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and
-//     multicasts them to the blocks of its cluster row (same rows of C), and its share of B to those of its cluster
-//     column: whole 64-column boxes, or on a 64-wide tile half of the box's rows each. A slot is refilled only when
-//     every block whose loads land in it (its cluster row and column) has released it. cuBLAS runs 64 x 64 tiles in
-//     clusters of 4 x 2 at 128 x 3584 x 3584 (BENCHMARKS.md). Off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 //     With C_STAGED, C_STAGED boxes of 64 x 64 at a time, so that a wide tile keeps room for its stages;
@@ -90,9 +84,6 @@
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
 #endif
-#ifndef CLUSTER_N
-#define CLUSTER_N 1
-#endif
 #ifndef ACC_SETS
 #define ACC_SETS 1
 #endif
@@ -139,20 +130,8 @@ constexpr bool LAG = MMA_LAG || ACC_SETS > 1;  // two sets only pay with a step'
 static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
-static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N must be 1, 2 or 4");
-static_assert(BLOCK_M / CLUSTER_N % 8 == 0, "each block of a cluster loads whole swizzle atoms of A's rows");
-constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;     // blocks of a cluster: rank = column * CLUSTER_M + row
-// B's share, multicast down the block's cluster column: whole 64-column boxes where they divide among its blocks,
-// else (a 64-wide tile in pairs) the B_OUTER outer rows of each box that are its (K rows of a [K, N] B, N rows of an
-// [N, K] one), a box's rows 128 bytes apart, so that each share lands as the whole box would.
-constexpr bool B_ROWS = (BLOCK_N / 64) % CLUSTER_M != 0;
-constexpr int B_SHARE = B_ROWS ? BLOCK_N / 64 : BLOCK_N / 64 / CLUSTER_M;  // boxes each block loads
-constexpr int B_OUTER = B_ROWS ? 64 / CLUSTER_M : 64;                     // of each box's 64 outer rows
-constexpr int A_SHARE = BLOCK_M / CLUSTER_N;       // A rows each block loads (and multicasts along its row)
-__host__ __device__ constexpr unsigned row_mask(int columns) {  // ranks 0, CLUSTER_M, ... of the first `columns`
-    return columns == 0 ? 0u : row_mask(columns - 1) | 1u << ((columns - 1) * CLUSTER_M);
-}
-constexpr unsigned ROW_MASK = row_mask(CLUSTER_N);  // the blocks of cluster row 0 (of row rank_m: shifted by it)
+static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
+constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts)
 
 template <bool FP16, int R>
 __device__ __forceinline__ void mma_n(float (&d)[R], unsigned long long da, unsigned long long db, int scale) {
@@ -401,14 +380,11 @@ __device__ __forceinline__ bool hand_over(float (&d)[SUB_M][ACC], float* red, in
     return true;
 }
 
-// A consumer's release of a stage: to the barrier of every block whose producer refills the slot (those of its
-// cluster row, which multicast A into it, and of its column, which multicast B).
-__device__ __forceinline__ void release(unsigned long long* empty_bar, unsigned rank) {
-    if constexpr (CLUSTER > 1) {
+// A consumer's release of a stage: to the barrier of every block whose producer refills the slot.
+__device__ __forceinline__ void release(unsigned long long* empty_bar) {
+    if constexpr (CLUSTER_M > 1) {
 #pragma unroll
-        for (int r = 0; r < CLUSTER; ++r)
-            if (CLUSTER_N == 1 || r % CLUSTER_M == rank % CLUSTER_M || r / CLUSTER_M == rank / CLUSTER_M)
-                mbar_arrive_cluster(empty_bar, r);
+        for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(empty_bar, r);
     } else {
         mbar_arrive(empty_bar);
     }
@@ -427,28 +403,26 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
     const int wg = threadIdx.x / 128;
-    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
-    const int rank_m = rank % CLUSTER_M, rank_n = rank / CLUSTER_M;  // the block's row and column in its cluster
+    const unsigned rank = CLUSTER_M > 1 ? cluster_rank() : 0;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            // each consumer reading it, of every block whose loads land in it (its cluster row and column)
-            mbar_init(&empty[s], CONSUMERS / WAYS * (CLUSTER_M + CLUSTER_N - 1));
+            mbar_init(&empty[s], CONSUMERS / WAYS * CLUSTER_M);  // each consumer reading it, of every block
         }
         mbar_fence_init();
     }
-    if constexpr (CLUSTER > 1) cluster_sync();  // the partners' barriers exist before anything reaches them
+    if constexpr (CLUSTER_M > 1) cluster_sync();  // the partner's barriers exist before anything reaches them
     else __syncthreads();
 
-    // Work comes in units of CLUSTER_M x CLUSTER_N adjacent tiles, one per block of a cluster (a tile past M or N
-    // is loaded as zeros and stored nowhere, so all blocks of a cluster always walk the same units).
+    // Work comes in units of CLUSTER_M vertically adjacent tiles, one per block of a cluster (a tile past M is
+    // loaded as zeros and stored nowhere, so both blocks always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
-    const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M, cols_n = (tiles_n + CLUSTER_N - 1) / CLUSTER_N;
+    const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
     // A unit is a whole tile, one part of a split tile (unit_work; kernel.py keeps splits <= k_steps) or a piece of
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
-    const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * cols_n, blockIdx.x / CLUSTER,
-                        gridDim.x / CLUSTER);
+    const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * tiles_n, blockIdx.x / CLUSTER_M,
+                        gridDim.x / CLUSTER_M);
 
     if (wg == 0) {
         regs_dealloc<PRODUCER_REGS>();
@@ -458,34 +432,26 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             int stage = 0, phase = 0;
             for (int i = 0; i < work.count; ++i) {
                 const Unit u = work[i];
-                int cm, cn;
-                tile_coords(u.tile, rows_m, cols_n, cm, cn);
-                const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
+                int cm, tn;
+                tile_coords(u.tile, rows_m, tiles_n, cm, tn);
+                const int tm = cm * CLUSTER_M + rank;
                 for (int k = u.k_begin; k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
-                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);  // A's and B's shares from every block
-                    // A: this block's A_SHARE rows (a box of them), to every block of its cluster row
-                    if constexpr (CLUSTER_N > 1)
-                        tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, &full[stage], k * BLOCK_K,
-                                              tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
-                    else
-                        tma_load_2d(sa, map_a, &full[stage], k * BLOCK_K, tm * BLOCK_M);
+                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);  // A, and B's boxes from every block
+                    tma_load_2d(sa, map_a, &full[stage], k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
-                        const int box = B_ROWS ? i : rank_m * B_SHARE + i;
-                        const int part = B_ROWS ? rank_m * B_OUTER : 0;  // the share's first outer row in the box
-                        unsigned char* dst = sb + box * B_BOX_BYTES + part * 128;
+                        const int box = rank * B_SHARE + i;
                         // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
                         const int col = tn * BLOCK_N + box * 64;
-                        const int x = B_K_MAJOR ? k * BLOCK_K : col;
-                        const int y = B_K_MAJOR ? col + part : k * BLOCK_K + part;
-                        if constexpr (CLUSTER_M > 1)  // to every block of its cluster column
-                            tma_load_2d_multicast(dst, map_b, &full[stage], x, y,
-                                                  ((1 << CLUSTER_M) - 1) << (rank_n * CLUSTER_M));
+                        const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
+                        if constexpr (CLUSTER_M > 1)
+                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y,
+                                                  (1 << CLUSTER_M) - 1);
                         else
-                            tma_load_2d(dst, map_b, &full[stage], x, y);
+                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y);
                     }
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
@@ -498,10 +464,9 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         int stage = 0, phase = 0, writes = 0;
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
-            int cm, cn;
-            tile_coords(u.tile, rows_m, cols_n, cm, cn);
-            const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
-            const int k_begin = u.k_begin, k_end = u.k_end;
+            int cm, tn;
+            tile_coords(u.tile, rows_m, tiles_n, cm, tn);
+            const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
             auto advance = [&] {
                 if (++stage == STAGES) { stage = 0; phase ^= 1; }
@@ -522,11 +487,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 wgmma_commit();
                 if constexpr (LAG) {
                     wgmma_wait<1>();
-                    if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released], rank);
+                    if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
                     released = stage;
                 } else {
                     wgmma_wait<0>();
-                    if (threadIdx.x % 128 == 0) release(&empty[stage], rank);
+                    if (threadIdx.x % 128 == 0) release(&empty[stage]);
                 }
                 advance();
 #pragma unroll
@@ -549,7 +514,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             const int taken = k_end > mine ? (k_end - mine + WAYS - 1) / WAYS : 0;  // steps this consumer took
             if constexpr (LAG) {
                 wgmma_wait<0>();
-                if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released], rank);
+                if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
             }
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[0][s]);
@@ -567,7 +532,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 if (!hand_over(d[0], red, consumer, k_end - k_begin > 1, writes)) continue;  // the first finishes
             // The workspace holds the split tiles only: slots count from the first tile past `whole`.
             if (u.parts > 1 && !reduce_splits(d[0], partials, arrivals, flags + consumer,
-                                              ((u.tile - whole) * CLUSTER + rank) * STORERS + rows, u.split,
+                                              ((u.tile - whole) * CLUSTER_M + rank) * STORERS + rows, u.split,
                                               u.parts, splits, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
@@ -579,14 +544,14 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         if (WAYS > 1 && consumer > 0 && writes) named_barrier(RED_FREE, 256);  // matches the first's last arrival
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }
-    if constexpr (CLUSTER > 1) {
+    if constexpr (CLUSTER_M > 1) {
         __syncwarp();
         cluster_sync();  // no block leaves while its partner may still multicast into it or arrive on its barriers
     }
 }
 
-#if CLUSTER_M * CLUSTER_N > 1
-#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M * CLUSTER_N, 1, 1)
+#if CLUSTER_M > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M, 1, 1)
 #else
 #define CLUSTER_DIMS
 #endif

@@ -41,8 +41,6 @@ FEW = dict(
     NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=False,  # avo: tune False True bucket=few
-    CLUSTER_M=1,  # avo: tune 1 2 bucket=few
-    CLUSTER_N=1,  # avo: tune 1 2 4 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -70,9 +68,6 @@ STAGES_128 = 6  # avo: tune 3 4 5 6
 # WG_SPLIT_K (FEW): the few-token tiles run two consumer warpgroups over the same 64 rows, each taking every other
 # K-step (gemm.cu's WG_SPLIT_K), where one consumer waits on its own wgmma at every step: cuBLAS's 64 x 64 tiles at
 # 128 x 3584 x 3584 run three warpgroups (two consumers) at 168 registers (BENCHMARKS.md). Off until timed.
-# CLUSTER_M, CLUSTER_N (FEW): the few-token tiles in clusters of CLUSTER_M x CLUSTER_N, each block loading a share of
-# A (multicast along N) and of B (along M), as cuBLAS's 64 x 64 tiles run in clusters of 4 x 2 at 128 rows (gemm.cu).
-# At 64 rows a second cluster row holds only padding. Off until timed.
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
 # alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
 # (gemm.cu's ACC_SETS).
@@ -164,9 +159,8 @@ class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
-                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, cluster_n: int = 1):
+                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
-        self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # With wg_split_k two consumers share the tile's rows and take alternate K-steps; one of them stores.
         self.storers = 1 if wg_split_k else consumers
@@ -188,8 +182,6 @@ class _Build:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
             self.defines["WG_SPLIT_K"] = 1
-        if cluster_n > 1:
-            self.defines["CLUSTER_N"] = cluster_n
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
@@ -205,10 +197,10 @@ class _Build:
 
 
 _FEW_CONSUMERS = 2 if FEW["WG_SPLIT_K"] else 1
-_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, FEW["CLUSTER_M"], acc_sets=FEW["ACC_SETS"],
-              wg_split_k=FEW["WG_SPLIT_K"], cluster_n=FEW["CLUSTER_N"])
-_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, FEW["CLUSTER_M"], acc_sets=FEW["ACC_SETS"],
-                 wg_split_k=FEW["WG_SPLIT_K"], cluster_n=FEW["CLUSTER_N"]) if FEW["NARROW"] else None
+_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+              wg_split_k=FEW["WG_SPLIT_K"])
+_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+                 wg_split_k=FEW["WG_SPLIT_K"]) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -234,7 +226,7 @@ def _sm_count(device) -> int:
 
 
 class Plan(NamedTuple):
-    """One shape's work: `tiles` output tiles of `build` (units of a cluster's tiles, with clusters); the first
+    """One shape's work: `tiles` output tiles of `build` (units of cluster_m tiles, with clusters); the first
     `whole` run whole, each later one cut along K into `splits` parts (split-K: whole = 0), or with `stream` > 0
     dealt out stream-K to that many blocks, each tile in at most `splits` pieces."""
 
@@ -362,28 +354,27 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     """The work for one shape: the five rules above, in order."""
     k_steps = -(-K // BLOCK_K)
 
-    def tiles(build: _Build) -> int:  # blocks come in clusters, each taking cluster_m x cluster_n adjacent tiles
-        return -(-M // (build.block_m * build.cluster_m)) * -(-N // (build.block_n * build.cluster_n))
+    def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
+        return -(-M // (build.block_m * build.cluster_m)) * -(-N // build.block_n)
 
     def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
-        return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster)
+        return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
 
     few = bucket(M, N, K) == "few"
     # the widest among equals (first); the short tile only up to 256 rows
     builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
     build = _FEW if few else min(builds, key=whole_time)
-    if few and _NARROW is not None and sms // 2 < tiles(_NARROW) * _NARROW.cluster <= sms:
+    if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
         build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     units = tiles(build)
-    splits = max(1, min(MAX_SPLITS, sms // build.cluster // units, k_steps // MIN_SPLIT_STEPS))
+    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
     if splits > 1:
         return Plan(build, units, 0, splits)
-    slots = sms // build.cluster
-    if few and STREAM_K and FEW["STREAM"] and units > slots and units % slots:
-        return stream_plan(build, units, 1, k_steps, slots)[1] or Plan(build, units, units, 1)
+    if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
+        return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
     for wide in () if few else builds:
-        count, slots = tiles(wide), sms // wide.cluster
+        count, slots = tiles(wide), sms // wide.cluster_m
         whole = count // slots * slots  # the full waves' tiles
         for parts in range(2, min(TAIL_SPLITS, k_steps) + 1):
             time = _time(wide, count, whole, parts, k_steps, slots)
@@ -391,7 +382,7 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
                 best, fastest = Plan(wide, count, whole, parts), time
     streamed, bound = best, (1 - STREAM_GAIN) * fastest
     for wide in () if few or not STREAM_K or M < STREAM_MIN_ROWS else _LARGE.values():
-        count, slots = tiles(wide), sms // wide.cluster
+        count, slots = tiles(wide), sms // wide.cluster_m
         if count % slots == 0:  # every wave full: nothing to even out
             continue
         rows = -(-M // (wide.block_m * wide.cluster_m))
@@ -451,20 +442,17 @@ def _launcher(a, b, c, k_major: bool):
     if planned is None:
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
     build, whole, splits = planned.build, planned.whole, planned.splits
-    # Each block of a cluster loads its share of A's rows (gemm.cu's A_SHARE), and of B's boxes or, where they do
-    # not divide among a cluster column's blocks, of each box's outer rows (B_OUTER).
-    map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
-    outer = 64 // build.cluster_m if build.block_n // 64 % build.cluster_m else 64
+    map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
-    map_b = tensor_map(b.t(), box=(outer, BLOCK_K)) if k_major else tensor_map(b, box=(outer, 64))
+    map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
     if splits > 1:  # a slot per storing consumer of each split tile (splits: its room for parts or pieces)
-        slots = (planned.tiles - whole) * build.cluster * build.storers
+        slots = (planned.tiles - whole) * build.cluster_m * build.storers
         partials, arrivals = _workspace(a.device, current_stream(a.get_device()),
                                         slots * splits * (build.block_m // build.storers) * build.block_n, slots)
-    grid = min(planned.units, sms // build.cluster) * build.cluster
+    grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     return module.launcher(_KERNELS[a.dtype], grid, build.threads,
                            (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
                             planned.lanes), shared_mem=build.smem)
