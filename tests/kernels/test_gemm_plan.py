@@ -477,7 +477,7 @@ def test_the_narrow_few_token_tile_takes_one_wave_that_fills_more_than_half_the_
         assert plan.build.block_m * plan.build.block_n == expected, n
         if expected == 64 * 64:
             assert plan.whole == plan.tiles == -(-n // 64) and plan.splits == 1
-    assert g["plan"](65, 8192, 4096, H200_SMS).build.block_m == 128  # past FEW_ROWS: the large tiles
+    assert g["plan"](g["FEW_ROWS"] + 1, 8192, 4096, H200_SMS).build.block_m == 128  # past FEW_ROWS: the large tiles
 
 
 def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):

@@ -18,8 +18,8 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 
 # The configuration is chosen per shape by plan() below, from a sweep of every tile and K split on the H200
 # (scripts/gemm_config_sweep.py; figures in BENCHMARKS.md):
-# 1. Few tokens (M <= FEW_ROWS): a 64-row tile for one consumer warpgroup, since a 128-row tile would spend half its
-#    tensor-core time on rows of zeros, and such a GEMM is bound by reading B (the weights) once. 64 x 128 with six
+# 1. Few tokens (M <= FEW_ROWS): a 64-row tile, since a 128-row tile would spend half its tensor-core time on rows
+#    of zeros, and such a GEMM is bound by reading B (the weights) once. 64 x 128 with six
 #    stages read it fastest (0.95-1.03x cuBLAS unsplit, against 0.71-0.86x for 64 x 256 with four), even where it
 #    left half the SMs idle.
 #    Its entries are tuned from the few-token cases alone (bucket=few; bucket() below says which cases those are).
@@ -32,7 +32,15 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
 #    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
 #    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at 64 x 8192 x 8192 too (`avo profile --library`).
-FEW_ROWS = 64  # avo: tune 0 64
+#    WG_SPLIT_K: two consumer warpgroups over the tile's 64 rows, taking alternate K-steps (gemm.cu), where one
+#    waited on its own wgmma at every step; cuBLAS's 64 x 64 kernel has two consumers too. With it the 64-row tiles
+#    pay up to 128 rows (FEW_ROWS; 64 with one consumer): side by side on the H200 (BENCHMARKS.md), over six 7-8B
+#    layers at 128 rows 0.877x cuBLAS against 0.857 for the 128 x 128 tiles split in K (128 x 3584 x 3584 0.842
+#    against 0.742, 128 x 4096 x 4096 0.874 against 0.811; lost at 128 x 6144 x 4096, 0.921 against 0.940, and
+#    128 x 4096 x 14336, 0.881 against 0.935) and 0.807 for one consumer; at 64 rows level or ahead (64 x 4096 x 4096
+#    0.728 against 0.700). Thread-block clusters of these tiles (2 x 4, as cuBLAS runs them) lost in this kernel:
+#    0.765 against 0.842 at 128 x 3584 x 3584, and more where 8-block clusters outnumbered those that fit at once.
+FEW_ROWS = 128  # avo: tune 0 64 128
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=6,  # avo: tune 3 4 5 6 bucket=few
@@ -40,7 +48,7 @@ FEW = dict(
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
-    WG_SPLIT_K=False,  # avo: tune False True bucket=few
+    WG_SPLIT_K=True,  # avo: tune False True bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -65,12 +73,10 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 # 0.899 at 4. (STAGES 4 to 6 on the 256-wide tile run with the 3 that fit; they once failed to launch.)
 STAGES_192 = 3  # avo: tune 2 3 4
 STAGES_128 = 6  # avo: tune 3 4 5 6
-# WG_SPLIT_K (FEW): the few-token tiles run two consumer warpgroups over the same 64 rows, each taking every other
-# K-step (gemm.cu's WG_SPLIT_K), where one consumer waits on its own wgmma at every step: cuBLAS's 64 x 64 tiles at
-# 128 x 3584 x 3584 run three warpgroups (two consumers) at 168 registers (BENCHMARKS.md). Off until timed.
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
 # alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
-# (gemm.cu's ACC_SETS).
+# (gemm.cu's ACC_SETS). On the few-token tiles with one consumer (H200, BENCHMARKS.md) it read 0.865x cuBLAS over nine
+# shapes of 64 and 128 rows, against 0.828 with one set and 0.880 with two consumers (WG_SPLIT_K), so it stays off.
 ACC_SETS_128 = 1  # avo: tune 1 2
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
