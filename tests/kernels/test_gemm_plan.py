@@ -493,3 +493,24 @@ def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):
     (folder / "kernel.py").write_text(render(source, {"NARROW@few": False}))
     g = load_entry(folder, "gemm").__globals__
     assert g["_NARROW"] is None and g["plan"](64, 8192, 8192, H200_SMS).build.block_n == 128
+
+
+def test_past_64_rows_the_split_128_row_tiles_take_a_shape_only_where_the_knob_lets_them():
+    """FEW_LARGE_STEPS: the 128 x 128 tiles split in K in place of the few-token tiles where they make at least as
+    many units, each that many K-steps long; 0 (the default) leaves every shape up to FEW_ROWS on the few-token
+    tiles."""
+    g = seed_globals()
+    assert g["FEW_LARGE_STEPS"] == 0
+    for shape in ((128, 6144, 4096), (128, 4096, 14336), (128, 3584, 3584), (64, 4096, 14336)):
+        assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape
+    g["FEW_LARGE_STEPS"] = 32
+    try:
+        # 96 units of 32 steps against 96 of 64 x 128; 128 of 56 against 128 of 64 x 64
+        for shape, splits in (((128, 6144, 4096), 2), ((128, 4096, 14336), 4)):
+            plan = g["plan"](*shape, H200_SMS)
+            assert (plan.build.block_m, plan.build.block_n, plan.splits, plan.whole) == (128, 128, splits, 0), shape
+        # parts of 14 steps; fewer units (56 of 148 steps against 112); at 64 rows the rule does not apply
+        for shape in ((128, 3584, 3584), (128, 3584, 18944), (64, 4096, 14336)):
+            assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape
+    finally:
+        g["FEW_LARGE_STEPS"] = 0

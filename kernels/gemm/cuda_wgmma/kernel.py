@@ -41,6 +41,12 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    0.728 against 0.700). Thread-block clusters of these tiles (2 x 4, as cuBLAS runs them) lost in this kernel:
 #    0.765 against 0.842 at 128 x 3584 x 3584, and more where 8-block clusters outnumbered those that fit at once.
 FEW_ROWS = 128  # avo: tune 0 64 128
+# FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
+# as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
+# 128 x 128 tile reads half the operands per product, and long parts pay for their partials. 32 picks them at
+# 128 x 6144 x 4096 and 128 x 4096 x 14336, where they won above, and at none of the other four; not yet timed on
+# shapes it was not fitted to, so 0 (off).
+FEW_LARGE_STEPS = 0  # avo: tune 0 32 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=6,  # avo: tune 3 4 5 6 bucket=few
@@ -357,7 +363,19 @@ def bucket(M, N, K):
 
 
 def plan(M: int, N: int, K: int, sms: int) -> Plan:
-    """The work for one shape: the five rules above, in order."""
+    """The work for one shape: the five rules above, in order; past 64 rows (FEW_ROWS 128) the 128-row tiles split
+    in K instead of the few-token tiles where FEW_LARGE_STEPS says so."""
+    few = bucket(M, N, K) == "few"
+    chosen = _plan(M, N, K, sms, few)
+    if few and M > 64 and FEW_LARGE_STEPS:
+        large = _plan(M, N, K, sms, False)
+        if large.splits > 1 and large.whole == 0 and large.units >= chosen.units and \
+                -(-K // BLOCK_K) // large.splits >= FEW_LARGE_STEPS:
+            return large
+    return chosen
+
+
+def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     k_steps = -(-K // BLOCK_K)
 
     def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
@@ -366,7 +384,6 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
         return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
 
-    few = bucket(M, N, K) == "few"
     # the widest among equals (first); the short tile only up to 256 rows
     builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
     build = _FEW if few else min(builds, key=whole_time)
