@@ -10,7 +10,7 @@ import shutil
 import needs
 import pytest
 import torch
-from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_repeatable, work
+from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_in_place, check_repeatable, work
 
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
@@ -93,8 +93,4 @@ def test_two_sets_read_a_transposed_weight_in_place(tmp_path):
     """B as nn.Linear's weight.t() (the B_K_MAJOR twin of each build) gives the row-major B's bits."""
     needs.module("cupy")
     gemm = two_sets(tmp_path, FEW_ROWS=128)[1]
-    for m, n, k in ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (256, 4096, 16384)):
-        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-        assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (m, n, k)
+    check_reads_weight_in_place(gemm, ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (256, 4096, 16384)))

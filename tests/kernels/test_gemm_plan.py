@@ -503,14 +503,11 @@ def test_past_64_rows_the_split_128_row_tiles_take_a_shape_only_where_the_knob_l
     assert g["FEW_LARGE_STEPS"] == 0
     for shape in ((128, 6144, 4096), (128, 4096, 14336), (128, 3584, 3584), (64, 4096, 14336)):
         assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape
-    g["FEW_LARGE_STEPS"] = 32
-    try:
-        # 96 units of 32 steps against 96 of 64 x 128; 128 of 56 against 128 of 64 x 64
-        for shape, splits in (((128, 6144, 4096), 2), ((128, 4096, 14336), 4)):
-            plan = g["plan"](*shape, H200_SMS)
-            assert (plan.build.block_m, plan.build.block_n, plan.splits, plan.whole) == (128, 128, splits, 0), shape
-        # parts of 14 steps; fewer units (56 of 148 steps against 112); at 64 rows the rule does not apply
-        for shape in ((128, 3584, 3584), (128, 3584, 18944), (64, 4096, 14336)):
-            assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape
-    finally:
-        g["FEW_LARGE_STEPS"] = 0
+    g = seed_globals(FEW_LARGE_STEPS=32)
+    # 96 units of 32 steps against 96 of 64 x 128; 128 of 56 against 128 of 64 x 64
+    for shape, splits in (((128, 6144, 4096), 2), ((128, 4096, 14336), 4)):
+        plan = g["plan"](*shape, H200_SMS)
+        assert (plan.build.block_m, plan.build.block_n, plan.splits, plan.whole) == (128, 128, splits, 0), shape
+    # parts of 14 steps; fewer units (56 of 148 steps against 112); at 64 rows the rule does not apply
+    for shape in ((128, 3584, 3584), (128, 3584, 18944), (64, 4096, 14336)):
+        assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape

@@ -65,6 +65,15 @@ def check_repeatable(gemm, shape: tuple[int, int, int], dtype, label, repeats: i
         assert torch.equal(gemm(a, b), first), f"{label}: a repeated call gave other bits"
 
 
+def check_reads_weight_in_place(gemm, shapes, label="") -> None:
+    """On a GPU: B given as nn.Linear's weight.t() (read K-major in place) gives the row-major B's bits."""
+    for m, n, k in shapes:
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (label, m, n, k)
+
+
 def arrivals_reset(gemm) -> bool:
     """Each split tile's last unit set its arrival counter back to zero."""
     return not any(arrivals.any() for _, arrivals in gemm.__globals__["_WORKSPACE"].values())

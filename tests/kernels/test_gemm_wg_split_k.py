@@ -12,7 +12,7 @@ import shutil
 import needs
 import pytest
 import torch
-from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_repeatable, work
+from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_in_place, check_repeatable, work
 
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
@@ -46,10 +46,15 @@ def test_both_few_token_builds_take_two_consumers_and_one_stores(tmp_path):
 
 
 def test_a_split_tile_takes_one_workspace_slot_per_tile(tmp_path):
-    """The workspace is sized for the storing consumer only: gemm.cu's slot is (tile, rank) * STORERS + rows."""
+    """The workspace is sized for the storing consumer only: gemm.cu's slot is (tile, rank) * STORERS + rows, each
+    with room for the tile's parts of BLOCK_M x BLOCK_N fp32; a 128-row tile has a slot per consumer."""
     g = split_k(tmp_path)[1].__globals__
-    plan = g["plan"](64, 4096, 16384, H200_SMS)
-    assert work(plan) == "split" and plan.build.storers == 1
+    plan = g["plan"](64, 4096, 16384, H200_SMS)  # 32 tiles of 64 x 128 in 2 parts
+    assert work(plan) == "split" and plan.build.storers == 1 and (plan.tiles, plan.splits) == (32, 2)
+    assert g["_workspace_size"](plan) == (32 * 2 * 64 * 128, 32)
+    large = g["plan"](256, 4096, 16384, H200_SMS)  # two storing consumers of 64 rows per 128 x 128 tile
+    assert large.build.storers == 2 and g["_workspace_size"](large) == (
+        large.tiles * 2 * large.splits * 64 * 128, large.tiles * 2)
 
 
 @needs.nvcc
@@ -125,8 +130,4 @@ def test_split_consumers_read_a_transposed_weight_in_place(tmp_path):
     """B as nn.Linear's weight.t() (the B_K_MAJOR twin of each build) gives the row-major B's bits."""
     needs.module("cupy")
     gemm = split_k(tmp_path, FEW_ROWS=128)[1]
-    for m, n, k in ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (64, 4096, 64)):
-        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-        assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (m, n, k)
+    check_reads_weight_in_place(gemm, ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (64, 4096, 64)))

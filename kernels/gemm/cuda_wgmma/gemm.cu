@@ -123,7 +123,7 @@ constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 // kernel.py passes STAGES * STAGE_BYTES + STORERS * C_BYTES + RED_BYTES + 1024 (alignment) + 1024 (barriers) bytes
 // of dynamic shared memory.
 
-static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "BLOCK_M / CONSUMERS must be 64 or 128");
+static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "a consumer's rows (BLOCK_M / STORERS) must be 64 or 128");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
 static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");

@@ -457,6 +457,14 @@ def gemm(a, b):
     return c
 
 
+def _workspace_size(planned: Plan) -> tuple[int, int]:
+    """(fp32 partials, arrival counters) a split plan needs: a slot per storing consumer of each split tile, with
+    room for `splits` parts or pieces of its rows (gemm.cu's slot numbering)."""
+    build = planned.build
+    slots = (planned.tiles - planned.whole) * build.cluster_m * build.storers
+    return slots * planned.splits * (build.block_m // build.storers) * build.block_n, slots
+
+
 def _launcher(a, b, c, k_major: bool):
     """One call's launch, prepared (avo.cuda's Launch): its plan, tensor maps and workspace."""
     (M, K), N = a.shape, b.shape[1]
@@ -471,10 +479,8 @@ def _launcher(a, b, c, k_major: bool):
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
-    if splits > 1:  # a slot per storing consumer of each split tile (splits: its room for parts or pieces)
-        slots = (planned.tiles - whole) * build.cluster_m * build.storers
-        partials, arrivals = _workspace(a.device, current_stream(a.get_device()),
-                                        slots * splits * (build.block_m // build.storers) * build.block_n, slots)
+    if splits > 1:
+        partials, arrivals = _workspace(a.device, current_stream(a.get_device()), *_workspace_size(planned))
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     return module.launcher(_KERNELS[a.dtype], grid, build.threads,
                            (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
