@@ -18,7 +18,7 @@
 //     accumulators leave room for twice as many (64 x 64, 64 x 128, 128 x 128 on two consumers). Off by default;
 //   - WG_SPLIT_K = 1 (with CONSUMERS = 2, for the 64-row tiles): both consumers hold all of the tile's rows and take
 //     alternate K-steps of each unit (the first k_begin, k_begin + 2, ...; the second the others), each stage
-//     released by the one that read it; at the end the second hands its fp32 sum to the first through shared
+//     filled on a barrier of the consumer taking it and released by it; at the end the second hands its fp32 sum to the first through shared
 //     memory, which adds it (one order whatever the timing: bitwise repeatable) and finishes the tile. Two
 //     warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each step. kernel.py turns it on
 //     for the few-token tiles (0.877 against 0.857x cuBLAS at 128 rows on the H200, BENCHMARKS.md);
@@ -127,6 +127,13 @@ static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "a consumer's rows (BL
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
 static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");
+// Barriers in their 1 KB: STAGES * WAYS full ones, STAGES empty ones, a flag per consumer. With WG_SPLIT_K each slot
+// has a full barrier per consumer, filled for the steps that consumer takes: a consumer passes over the other's
+// steps without waiting, so on one shared barrier its parity could read the phase of a fill it skipped as the one it
+// waits for, once units of odd length have moved which consumer a slot's fills go to (a race that gave wrong sums
+// and hung blocks); on its own barrier every phase is one of its own waits.
+static_assert(STAGES * (WAYS + 1) * 8 + CONSUMERS * 4 <= 1024, "the barriers take at most 1 KB");
+static_assert(STAGES <= 32, "a consumer's per-slot parities are the bits of one word");
 constexpr bool LAG = MMA_LAG || ACC_SETS > 1;  // two sets only pay with a step's products in flight behind the next
 static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
@@ -400,16 +407,15 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     float* red = reinterpret_cast<float*>(smem + STAGES * STAGE_BYTES + STORERS * C_BYTES);  // WG_SPLIT_K's
     unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES +
                                                                      STORERS * C_BYTES + RED_BYTES);
-    unsigned long long* empty = full + STAGES;
+    unsigned long long* empty = full + STAGES * WAYS;
     int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
     const int wg = threadIdx.x / 128;
     const unsigned rank = CLUSTER_M > 1 ? cluster_rank() : 0;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
+        for (int s = 0; s < STAGES * WAYS; ++s) mbar_init(&full[s], 1);
+        for (int s = 0; s < STAGES; ++s)
             mbar_init(&empty[s], CONSUMERS / WAYS * CLUSTER_M);  // each consumer reading it, of every block
-        }
         mbar_fence_init();
     }
     if constexpr (CLUSTER_M > 1) cluster_sync();  // the partner's barriers exist before anything reaches them
@@ -440,8 +446,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
-                    mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);  // A, and B's boxes from every block
-                    tma_load_2d(sa, map_a, &full[stage], k * BLOCK_K, tm * BLOCK_M);
+                    // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
+                    unsigned long long* filled = &full[stage * WAYS + (k - u.k_begin) % WAYS];
+                    mbar_arrive_expect_tx(filled, STAGE_BYTES);  // A, and B's boxes from every block
+                    tma_load_2d(sa, map_a, filled, k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
                         const int box = rank * B_SHARE + i;
@@ -449,10 +457,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                         const int col = tn * BLOCK_N + box * 64;
                         const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
                         if constexpr (CLUSTER_M > 1)
-                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y,
+                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, filled, x, y,
                                                   (1 << CLUSTER_M) - 1);
                         else
-                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, &full[stage], x, y);
+                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, filled, x, y);
                     }
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
@@ -463,6 +471,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         const int consumer = wg - 1, rows = WAYS > 1 ? 0 : consumer;  // rows: which WG_M rows of the tile are its
         float d[ACC_SETS][SUB_M][ACC];
         int stage = 0, phase = 0, writes = 0;
+        unsigned phases = 0;  // WG_SPLIT_K: the parity of this consumer's next wait on each slot's barrier
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
             int cm, tn;
@@ -475,7 +484,12 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             // One stage's products (step k) into the accumulator set `acc` (`first`: its first use in this unit),
             // then past the steps the other consumers take before this one's next (WG_SPLIT_K).
             auto step = [&](float (&acc)[SUB_M][ACC], int k, bool first) {
-                mbar_wait(&full[stage], phase);
+                if constexpr (WAYS > 1) {  // this consumer's own barrier of the slot, at its own count of uses
+                    mbar_wait(&full[stage * WAYS + consumer], (phases >> stage) & 1);
+                    phases ^= 1u << stage;
+                } else {
+                    mbar_wait(&full[stage], phase);
+                }
                 const unsigned char* sa = smem + stage * STAGE_BYTES;
                 const unsigned char* sb = sa + A_BYTES;
                 wgmma_fence();
