@@ -98,6 +98,14 @@ def without_320(**knobs) -> dict:
     return g
 
 
+def before_narrow(**knobs) -> dict:
+    """The plan as before the few-token tiles' own rules (NARROW off, K split from MIN_SPLIT_STEPS as for the others),
+    and before the 320-wide tile, with `knobs` set."""
+    g = without_320(_NARROW=None, **knobs)
+    g["FEW"] = dict(g["FEW"], SPLIT_STEPS=g["MIN_SPLIT_STEPS"])
+    return g
+
+
 def cases(*suites):
     return [case for suite in suites for case in load("gemm").cases(suite)]
 
@@ -129,12 +137,12 @@ def test_stream_k_changes_only_the_shapes_whose_waves_it_evens_out(case):
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_changes_only_the_shapes_whose_last_wave_it_fills(case):
-    assert planned(without_320(STREAM_K=False, _NARROW=None), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
+    assert planned(before_narrow(STREAM_K=False), case) == WITH_TAIL.get(case.name, BEFORE[case.name])
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_tail_knob_at_1_gives_the_plans_from_before_the_tail(case):
-    assert planned(without_320(TAIL_SPLITS=1, STREAM_K=False, _NARROW=None), case) == BEFORE[case.name]
+    assert planned(before_narrow(TAIL_SPLITS=1, STREAM_K=False), case) == BEFORE[case.name]
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide", "check"), ids=lambda c: c.name)
@@ -232,7 +240,9 @@ def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_one_wave():
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.stream, plan.lanes) == (64, 396, 132, 1)
     assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (128, 128, 1, 0)  # 64 x 64 tiles, one wave (NARROW)
-    assert seed_globals(_NARROW=None)["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)
+    assert before_narrow()["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)  # 64 x 128, whole
+    # without NARROW, its 64 tiles of 64 x 128 split K in two (FEW's SPLIT_STEPS: parts of at least 32 steps)
+    assert seed_globals(_NARROW=None)["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 0, 2, 0)
     g["FEW"] = dict(g["FEW"], STREAM=False)
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.splits, plan.stream) == (64, 448, 1, 0)
@@ -489,10 +499,11 @@ def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):
     shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
     source = (folder / "kernel.py").read_text()
     knobs = {k.name: k.choices for k in parse_knobs(source)}
-    assert knobs["NARROW@few"] == (False, True) and knobs["NARROW_STAGES@few"] == (4, 6, 8, 12)
+    assert knobs["NARROW@few"] == (False, True) and knobs["NARROW_STAGES@few"] == (6, 8, 10, 12)
     (folder / "kernel.py").write_text(render(source, {"NARROW@few": False}))
     g = load_entry(folder, "gemm").__globals__
     assert g["_NARROW"] is None and g["plan"](64, 8192, 8192, H200_SMS).build.block_n == 128
+    assert knobs["SPLIT_STEPS@few"] == (16, 32, 64, 128)
 
 
 def test_past_64_rows_the_split_128_row_tiles_take_a_shape_only_where_the_knob_lets_them():

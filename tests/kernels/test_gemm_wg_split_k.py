@@ -49,9 +49,9 @@ def test_a_split_tile_takes_one_workspace_slot_per_tile(tmp_path):
     """The workspace is sized for the storing consumer only: gemm.cu's slot is (tile, rank) * STORERS + rows, each
     with room for the tile's parts of BLOCK_M x BLOCK_N fp32; a 128-row tile has a slot per consumer."""
     g = split_k(tmp_path)[1].__globals__
-    plan = g["plan"](64, 4096, 16384, H200_SMS)  # 32 tiles of 64 x 128 in 2 parts
-    assert work(plan) == "split" and plan.build.storers == 1 and (plan.tiles, plan.splits) == (32, 2)
-    assert g["_workspace_size"](plan) == (32 * 2 * 64 * 128, 32)
+    plan = g["plan"](64, 4096, 16384, H200_SMS)  # 32 tiles of 64 x 128 in 4 parts
+    assert work(plan) == "split" and plan.build.storers == 1 and (plan.tiles, plan.splits) == (32, 4)
+    assert g["_workspace_size"](plan) == (32 * 4 * 64 * 128, 32)
     large = g["plan"](256, 4096, 16384, H200_SMS)  # two storing consumers of 64 rows per 128 x 128 tile
     assert large.build.storers == 2 and g["_workspace_size"](large) == (
         large.tiles * 2 * large.splits * 64 * 128, large.tiles * 2)
@@ -102,7 +102,7 @@ SHAPES = {
     (33, 2048, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
     (64, 57344, 8192): (64, 128, "stream"),  # pieces of any length, starting anywhere in a tile
     (128, 3584, 3584): (64, 64, "whole"),    # 112 tiles of 64 x 64 at 128 rows
-    (128, 2048, 16384): (64, 128, "split"),  # 32 tiles of 64 x 128 (two tile rows) in 2 parts
+    (128, 2048, 16384): (64, 128, "split"),  # 32 tiles of 64 x 128 (two tile rows) in 4 parts
 }
 
 

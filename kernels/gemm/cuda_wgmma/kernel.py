@@ -40,6 +40,12 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    128 x 4096 x 14336, 0.881 against 0.935) and 0.807 for one consumer; at 64 rows level or ahead (64 x 4096 x 4096
 #    0.728 against 0.700). Thread-block clusters of these tiles (2 x 4, as cuBLAS runs them) lost in this kernel:
 #    0.765 against 0.842 at 128 x 3584 x 3584, and more where 8-block clusters outnumbered those that fit at once.
+#    STAGES, NARROW_STAGES: with the fp32 hand-over buffer two consumers leave room for 7 stages of 64 x 128 and 12 of
+#    64 x 64; such a GEMM waits on the latency of its loads (ncu: neither DRAM nor L2 near its limit), so a deeper
+#    ring keeps more in flight: on an H100 (BENCHMARKS.md) 12 against 8 took 128 x 3584 x 3584 from 0.813 to 0.897x
+#    cuBLAS and 128 x 4096 x 4096 from 0.855 to 0.951, 7 against 6 128 x 6144 x 4096 from 0.939 to 0.994.
+#    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
+#    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 FEW_ROWS = 128  # avo: tune 0 64 128
 # FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
 # as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
@@ -49,10 +55,11 @@ FEW_ROWS = 128  # avo: tune 0 64 128
 FEW_LARGE_STEPS = 0  # avo: tune 0 32 64
 FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
-    STAGES=6,  # avo: tune 3 4 5 6 bucket=few
+    STAGES=7,  # avo: tune 4 5 6 7 bucket=few
     STREAM=True,  # avo: tune False True bucket=few
     NARROW=True,  # avo: tune False True bucket=few
-    NARROW_STAGES=8,  # avo: tune 4 6 8 12 bucket=few
+    NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
+    SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
 )
@@ -390,7 +397,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
         build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     units = tiles(build)
-    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units, k_steps // MIN_SPLIT_STEPS))
+    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units,
+                        k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
     if splits > 1:
         return Plan(build, units, 0, splits)
     if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
