@@ -60,9 +60,8 @@ WITH_TAIL = {
 # The shapes stream-K takes (rows, width, tiles, whole, most pieces of a tile, blocks, blocks a run): the tiles past
 # the last full wave, or the last two, dealt out in equal runs, each run to the 8 blocks of a tile column's 8 rows
 # (so 128 of the 132 SMs).
-WITH_STREAM = {  # only from STREAM_MIN_ROWS rows (below it stream-K lost on the H200: kernel.py, rule 5), and on the
-    # few-token tile past one wave (rule 1's STREAM), one block per run
-    "64x57344x8192": (64, 128, 448, 396, 4, 132, 1),
+WITH_STREAM = {  # only from STREAM_MIN_ROWS rows (below it stream-K lost on the H200: kernel.py, rule 5); on the
+    # few-token tile only past FEW's STREAM_FROM waves (4: none of these shapes)
     "8192x8192x8192": (128, 256, 2048, 1848, 2, 128, 8),
     "8192x14336x4096": (128, 256, 3584, 3432, 2, 128, 8),
     "16384x8192x8192": (128, 256, 4096, 3960, 2, 128, 8),
@@ -233,12 +232,18 @@ def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits) == (128, 133, 132, 4)
 
 
-def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_one_wave():
-    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: the last wave's 52 tiles dealt out over all 132 SMs (rule 1's
-    # STREAM), never a split tail; whole with STREAM off, as before. Below one wave (64 tiles) it stays whole.
+def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_stream_from_waves():
+    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: whole (STREAM_FROM 4), never a split tail; from STREAM_FROM 3
+    # the last wave's 52 tiles dealt out over all 132 SMs (rule 1's STREAM). Below one wave (64 tiles) whole.
     g = seed_globals()
+    assert g["plan"](64, 57344, 8192, H200_SMS)[1:5] == (448, 448, 1, 0)
+    assert g["plan"](128, 14336, 4096, H200_SMS)[1:5] == (224, 224, 1, 0)  # 1.7 waves: whole
+    g["FEW"] = dict(g["FEW"], STREAM_FROM=3)
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.stream, plan.lanes) == (64, 396, 132, 1)
+    assert g["plan"](128, 14336, 4096, H200_SMS)[1:5] == (224, 224, 1, 0)
+    g["FEW"] = dict(g["FEW"], STREAM_FROM=1)
+    assert g["plan"](128, 14336, 4096, H200_SMS).stream == 132
     assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (128, 128, 1, 0)  # 64 x 64 tiles, one wave (NARROW)
     assert before_narrow()["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)  # 64 x 128, whole
     # without NARROW, its 64 tiles of 64 x 128 split K in two (FEW's SPLIT_STEPS: parts of at least 32 steps)

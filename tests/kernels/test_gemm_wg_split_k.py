@@ -17,7 +17,9 @@ from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
-VARIANTS = {"split": {"WG_SPLIT_K@few": True}, "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2},
+# STREAM_FROM 3, so that 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces on these tiles (whole by default).
+VARIANTS = {"split": {"WG_SPLIT_K@few": True, "STREAM_FROM@few": 3},
+            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STREAM_FROM@few": 3},
             "off": {"WG_SPLIT_K@few": False}}
 
 

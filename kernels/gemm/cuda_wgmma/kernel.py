@@ -26,7 +26,10 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    STREAM: where the tiles run to more than one wave, stream-K (rule 5) past the full waves, so that every SM
 #    streams an equal share of B in the last one: 64 x 57344 x 8192 (448 tiles, 3.4 waves) 1.121 -> 1.157x cuBLAS on
 #    the H200. Below one wave it lost (64 x 8192 x 8192: 0.901 -> 0.870): the blocks then read B at different K
-#    offsets, where whole tiles read each K row of B across all its columns at once.
+#    offsets, where whole tiles read each K row of B across all its columns at once. STREAM_FROM: only past this many
+#    waves of tiles. With two consumers and 7 stages it lost or tied everywhere it was timed (an H100, BENCHMARKS.md):
+#    1.3 waves (128 x 11008 x 4096) 0.806 against 0.819x whole, 1.7 (128 x 14336 x 4096) 0.762 against 0.962,
+#    3.4 (128 x 28672 x 8192) 0.871 against 0.913, 3.4 at 64 rows (64 x 57344 x 8192) 0.970 against 0.968.
 #    NARROW: where the few-token GEMM's 64 x 64 tiles fill more than half the SMs in one wave, they run whole, one
 #    per SM, NARROW_STAGES deep, in place of half as many 64 x 128 tiles that leave half the SMs idle (or split K
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
@@ -57,6 +60,7 @@ FEW = dict(
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=7,  # avo: tune 4 5 6 7 bucket=few
     STREAM=True,  # avo: tune False True bucket=few
+    STREAM_FROM=4,  # avo: tune 1 2 3 4 bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
@@ -401,7 +405,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
                         k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
     if splits > 1:
         return Plan(build, units, 0, splits)
-    if few and STREAM_K and FEW["STREAM"] and units > sms and units % sms:
+    if few and STREAM_K and FEW["STREAM"] and units > sms * FEW["STREAM_FROM"] and units % sms:
         return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
     for wide in () if few else builds:
