@@ -46,7 +46,9 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    STAGES, NARROW_STAGES: with the fp32 hand-over buffer two consumers leave room for 7 stages of 64 x 128 and 12 of
 #    64 x 64; such a GEMM waits on the latency of its loads (ncu: neither DRAM nor L2 near its limit), so a deeper
 #    ring keeps more in flight: on an H100 (BENCHMARKS.md) 12 against 8 took 128 x 3584 x 3584 from 0.813 to 0.897x
-#    cuBLAS and 128 x 4096 x 4096 from 0.855 to 0.951, 7 against 6 128 x 6144 x 4096 from 0.939 to 0.994.
+#    cuBLAS and 128 x 4096 x 4096 from 0.855 to 0.951, 7 against 6 128 x 6144 x 4096 from 0.939 to 0.994. At 64 rows
+#    the deeper rings lost a little where B streams near the HBM's rate (64 x 10240 x 8192: 0.945 against 0.981 for
+#    6 stages; 64 x 8192 x 28672: 1.003 against 1.010 for 8), as the price of one build for both row counts.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 FEW_ROWS = 128  # avo: tune 0 64 128
