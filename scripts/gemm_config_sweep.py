@@ -8,7 +8,8 @@ behind a GPU spin, inputs rotated), so the figures are the GPU's and clock drift
 one after another, the first configuration of a shape read up to 14% slow on the H200). Prints one line per shape and
 configuration (speedup over cuBLAS) and the best one per shape; `--json` keeps them all. `--plans` times only the
 seed's own plan with the split tail on and off (TAIL_SPLITS=1) and stream-K on and off (STREAM_K=False), and the
-geometric mean of each. `--stream` times, beside those, stream-K forced at each tile width over the tiles past the
+geometric mean of each, and then all of them as a Markdown table (shape by configuration, as BENCHMARKS.md has
+them). `--stream` times, beside those, stream-K forced at each tile width over the tiles past the
 last full wave and past the last two, with up to 1, 4 or 8 tiles of a tile column dealt to blocks sharing a run
 (`stream256w1l8`: 256 wide, one wave, 8 lanes); on few-token shapes the 64-row tile's tiles past the full waves, or
 all of them (`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its
@@ -221,8 +222,32 @@ def main() -> None:
         ratios = [row["speedup"] for row in rows if row["config"] == name]
         print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
               f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
+    if args.plans or args.stream:
+        print(markdown_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The speedups as a Markdown table for BENCHMARKS.md: a row per shape, a column per configuration (the best of a
+    shape in bold), cuBLAS's time, and a last row of each configuration's geometric mean over the shapes it ran."""
+    configs = list(dict.fromkeys(row["config"] for row in rows))
+    cases = list(dict.fromkeys(row["case"] for row in rows))
+    found = {(row["case"], row["config"]): row for row in rows}
+    lines = ["| shape | " + " | ".join(configs) + " | cuBLAS µs |", "|---|" + "---:|" * (len(configs) + 1)]
+    for case in cases:
+        mine = [found.get((case, config)) for config in configs]
+        best = max(row["speedup"] for row in mine if row)
+        cells = ["" if row is None else f"**{row['speedup']:.3f}**" if row["speedup"] == best
+                 else f"{row['speedup']:.3f}" for row in mine]
+        library = next(row for row in mine if row)["library_ms"] * 1e3
+        lines.append(f"| {case.replace('x', '×')} | " + " | ".join(cells) + f" | {library:.1f} |")
+    means = []
+    for config in configs:
+        ratios = [row["speedup"] for row in rows if row["config"] == config]
+        means.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+    lines.append("| geomean | " + " | ".join(means) + " | |")
+    return "\n".join(lines)
 
 
 def _ints(text: str) -> list[int]:

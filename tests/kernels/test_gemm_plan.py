@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import re
 from pathlib import Path
 
@@ -460,6 +461,23 @@ def test_the_config_sweep_times_named_knob_variants(tmp_path):
             sweep._variant(bad)
     gemm = sweep.variant(label, knobs, tmp_path)
     assert gemm.__globals__["STAGES_192"] == 4 and gemm.__globals__["MMA_LAG"] is True
+
+
+def test_the_config_sweep_prints_its_speedups_as_a_table():
+    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+
+    def row(case, config, speedup, library_ms):
+        return {"case": case, "config": config, "speedup": speedup, "library_ms": library_ms}
+
+    rows = [row("128x4096x4096", "plan", 0.9, 0.0224), row("128x4096x4096", "deep", 0.96, 0.0224),
+            row("64x8192x8192", "plan", 0.99, 0.0585)]  # "deep" not timed on the second shape
+    lines = sweep.markdown_table(rows).splitlines()
+    assert lines[0] == "| shape | plan | deep | cuBLAS µs |" and lines[1] == "|---|---:|---:|---:|"
+    assert lines[2] == "| 128×4096×4096 | 0.900 | **0.960** | 22.4 |"
+    assert lines[3] == "| 64×8192×8192 | **0.990** |  | 58.5 |"
+    assert lines[4] == f"| geomean | {math.sqrt(0.9 * 0.99):.3f} | 0.960 | |"
 
 
 @needs.nvrtc
