@@ -224,7 +224,7 @@ step_evalwall() {
 step_gemm_sweep() {
   local name=${SWEEP_NAME:-gemm_sweep}
   timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/gemm_config_sweep.py ${GEMM_SWEEP:---stream --suite wide --max-m 4096} \
-    --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt" | grep -E "^(BEST|GEOMEAN)|rror"
+    --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt" | grep -E "^(BEST|GEOMEAN|\|)|rror"
 }
 step_fa3_sweep() {
   local name=${SWEEP_NAME:-fa3_sweep}
