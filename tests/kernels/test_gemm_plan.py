@@ -545,3 +545,25 @@ def test_past_64_rows_the_split_128_row_tiles_take_a_shape_only_where_the_knob_l
     # parts of 14 steps; fewer units (56 of 148 steps against 112); at 64 rows the rule does not apply
     for shape in ((128, 3584, 3584), (128, 3584, 18944), (64, 4096, 14336)):
         assert g["plan"](*shape, H200_SMS).build.block_m == 64, shape
+
+
+def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_more_units():
+    """FEW's NARROW_SPLIT (off by default): at half the SMs' worth of 64 x 64 tiles or fewer, those tiles split in K
+    where that makes more units than the 64 x 128 tiles split in K; otherwise the plan is unchanged."""
+    g = seed_globals()
+    assert g["FEW"]["NARROW_SPLIT"] is False
+    shapes = ((1, 4096, 4096), (64, 4096, 4096), (128, 1024, 4096), (33, 2048, 20000), (128, 2048, 8192),
+              (8, 4096, 14336), (64, 8192, 8192), (64, 10240, 8192), (128, 11008, 4096), (128, 4096, 4096))
+    before = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+    g["FEW"] = dict(g["FEW"], NARROW_SPLIT=True)
+    after = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+    changed = {shape: (p.build.block_n, p.tiles, p.whole, p.splits) for shape, p in after.items()
+               if p != before[shape]}
+    assert changed == {
+        (1, 4096, 4096): (64, 64, 0, 2),      # 128 units, where 32 tiles of 64 x 128 in 2 parts made 64
+        (64, 4096, 4096): (64, 64, 0, 2),
+        (128, 1024, 4096): (64, 32, 0, 2),    # 64 units against 32
+        (33, 2048, 20000): (64, 32, 0, 4),    # 128 against 64
+    }
+    # equal units (128x2048x8192: 64 in 2 against 32 in 4) keep the 64 x 128 tiles; past half the SMs (64 x 8192 x
+    # 8192) NARROW already holds; past one wave (64 x 10240 x 8192, 160 tiles) the 64 x 128 tiles run whole

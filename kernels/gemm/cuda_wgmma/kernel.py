@@ -35,6 +35,10 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
 #    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
 #    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at 64 x 8192 x 8192 too (`avo profile --library`).
+#    NARROW_SPLIT: where they fill half the SMs or fewer, the 64 x 64 tiles split in K where that makes more units
+#    than the 64 x 128 tiles split in K (64 x 4096 x 4096: 64 tiles in 2 parts, 128 units, against 32 in 2). Not yet
+#    timed: off, a move for an evolve (at 1-64 x 4096 x 4096 the 64 x 128 tiles in 2 parts read 0.81-0.85x on the
+#    H100, half the SMs idle).
 #    WG_SPLIT_K: two consumer warpgroups over the tile's 64 rows, taking alternate K-steps (gemm.cu), where one
 #    waited on its own wgmma at every step; cuBLAS's 64 x 64 kernel has two consumers too. With it the 64-row tiles
 #    pay up to 128 rows (FEW_ROWS; 64 with one consumer): side by side on the H200 (BENCHMARKS.md), over six 7-8B
@@ -65,6 +69,7 @@ FEW = dict(
     STREAM_FROM=4,  # avo: tune 1 2 3 4 bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
+    NARROW_SPLIT=False,  # avo: tune False True bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
@@ -399,12 +404,17 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
 
     # the widest among equals (first); the short tile only up to 256 rows
     builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
+    def parts(build: _Build) -> int:  # rule 3's split of K
+        return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
+                          k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
+
     build = _FEW if few else min(builds, key=whole_time)
     if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
         build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
-    units = tiles(build)
-    splits = max(1, min(MAX_SPLITS, sms // build.cluster_m // units,
-                        k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
+    elif few and _NARROW is not None and FEW["NARROW_SPLIT"] and tiles(_NARROW) <= sms // 2 and \
+            tiles(_NARROW) * parts(_NARROW) > tiles(_FEW) * parts(_FEW):
+        build = _NARROW  # NARROW_SPLIT: more units of 64 x 64 split in K
+    units, splits = tiles(build), parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
     if few and STREAM_K and FEW["STREAM"] and units > sms * FEW["STREAM_FROM"] and units % sms:
