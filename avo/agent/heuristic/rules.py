@@ -5,6 +5,7 @@ shared memory a point's pipeline needs, the registers its accumulators hold, the
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ BYTES_PER_ELEMENT = 2
 """bf16/fp16 operands, as both tasks use."""
 
 
+@functools.lru_cache(maxsize=4096)
 def role_of(name: str) -> str | None:
     base = base_name(name).lower()
     for role, pattern in _ROLE_PATTERNS.items():

@@ -95,6 +95,8 @@ class Search:
     head_dims: dict[str, int] = field(default_factory=dict)
     """bucket -> the head dim its entry serves (attention: the kernel's rule says); the whole kernel is read at
     shape.head_dim."""
+    _bucket_roles: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _memo: dict | None = field(default=None, repr=False)
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -140,6 +142,7 @@ class Search:
         ranking (a new best, a measured loss or a shared-memory failure do change it)."""
         known = dict(self.trials)
         moves: list[Move] = []
+        self._memo = {}
         try:
             while len(moves) < count:
                 move = self.next_move()
@@ -148,15 +151,27 @@ class Search:
                 moves.append(move)
                 self.trials[point_key(move.point)] = Trial(point=move.point, status="pending")
         finally:
-            self.trials = known
+            self.trials, self._memo = known, None
         return moves
 
     def _candidate(self, changes: dict[str, Value], kind: str, label: str = "") -> Move | None:
+        """The move making `changes` (repaired to fit), or None where it cannot be made or its point was tried.
+        Within next_moves each is built once: only the points tried change from one pick to the next."""
+        key = (tuple(sorted(changes.items())), kind, label)
+        if self._memo is not None and key in self._memo:
+            move = self._memo[key]
+        else:
+            move = self._build(changes, kind, label)
+            if self._memo is not None:
+                self._memo[key] = move
+        return None if move is None or self.tried(move.point) else move
+
+    def _build(self, changes: dict[str, Value], kind: str, label: str) -> Move | None:
         point = dict(self.incumbent)
         point.update(changes)
         shape = self.shape_of(changes)
         point = self._repair(point, set(changes), shape)
-        if point is None or point == self.incumbent or self.tried(point):
+        if point is None or point == self.incumbent:
             return None
         if any(infeasible(other, point, self.smem_cap) for other in self._also_checked(point)):
             return None
@@ -184,7 +199,9 @@ class Search:
 
     def bucket_shape(self, bucket: str) -> Shape:
         """The kernel read as one table entry: that entry's knobs in their roles, the shared knobs in the rest."""
-        return replace(self.shape, roles=roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket),
+        if bucket not in self._bucket_roles:  # the knobs do not change during a search: read each entry once
+            self._bucket_roles[bucket] = roles([k for k in self.knobs if k.bucket in (None, bucket)], bucket)
+        return replace(self.shape, roles=self._bucket_roles[bucket],
                        head_dim=self.head_dims.get(bucket, self.shape.head_dim))
 
     def _also_checked(self, point: Point) -> list[Shape]:
