@@ -15,7 +15,8 @@ from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
-KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2}
+# STREAM_FROM 3: 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces on the few-token tiles (whole by default)
+KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2, "STREAM_FROM@few": 3}
 
 
 def two_sets(tmp_path, **more):
