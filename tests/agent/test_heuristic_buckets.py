@@ -340,3 +340,20 @@ def test_a_mixed_move_of_shared_knobs_is_decided_by_the_geomean(tmp_path, move, 
     ok, why = decide(ctx, "c0002", mixed, candidate)
     assert ok is accepted, why
     assert ("small +30.0%" in why) is not accepted
+
+
+def test_the_gemm_seeds_few_token_entry_is_read_as_its_64_row_tile():
+    """The CUDA GEMM seed's few-token tiles are 64 rows (FEW's BLOCK_M, one choice): the search reads that entry with
+    them, so its 7 stages of 64 x 128 fit, where read with the shared BLOCK_M (128) they would need 256 KB."""
+    from avo.agent.heuristic.rules import infeasible
+
+    text = (Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma" / "kernel.py").read_text()
+    knobs = parse_knobs(text)
+    seed = point_of(knobs)
+    search = Search(knobs=knobs, shape=Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs)),
+                    incumbent=seed, incumbent_fitness=1.0)
+    few = search.bucket_shape("few")
+    assert few.roles["bm"] == "BLOCK_M@few" and tile(few, seed)[:2] == (64, 128) and tile(few, seed)[4] == 7
+    assert infeasible(few, seed, None) is None and smem_bytes(few, seed) < 227 * 1024
+    assert search.shape.roles["bm"] == "BLOCK_M"  # the whole kernel's reading keeps the shared knob
+    assert not [k for k in knobs if k.name == "BLOCK_M@few"][0].neighbours(64)  # never moved

@@ -567,3 +567,21 @@ def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_mo
     }
     # equal units (128x2048x8192: 64 in 2 against 32 in 4) keep the 64 x 128 tiles; past half the SMs (64 x 8192 x
     # 8192) NARROW already holds; past one wave (64 x 10240 x 8192, 160 tiles) the 64 x 128 tiles run whole
+
+
+def test_the_few_token_tiles_rows_are_declared_and_fixed(tmp_path):
+    """FEW's BLOCK_M tells a search the entry's tile (64 rows, its only choice); set to anything else, the wrapper
+    refuses at import in one line instead of building another tile."""
+    import shutil
+
+    from avo.agent.heuristic.knobs import parse_knobs, render
+
+    source = (SEED / "kernel.py").read_text()
+    assert {k.name: k.choices for k in parse_knobs(source)}["BLOCK_M@few"] == (64,)
+    folder = tmp_path / "rows"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render(source, {"BLOCK_M@few": 128}))
+    from avo.evaluate.worker.loader import CandidateLoadError
+
+    with pytest.raises(CandidateLoadError, match="the few-token tiles are 64 rows"):
+        load_entry(folder, "gemm")

@@ -63,6 +63,8 @@ FEW_ROWS = 128  # avo: tune 0 64 128
 # shapes it was not fitted to, so 0 (off).
 FEW_LARGE_STEPS = 0  # avo: tune 0 32 64
 FEW = dict(
+    # One wgmma's rows: fixed, and declared so that a search reads this entry's tile as it is (not BLOCK_M's 128).
+    BLOCK_M=64,  # avo: tune 64 bucket=few
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=7,  # avo: tune 4 5 6 7 bucket=few
     STREAM=True,  # avo: tune False True bucket=few
@@ -227,6 +229,8 @@ class _Build:
 
 
 _FEW_CONSUMERS = 2 if FEW["WG_SPLIT_K"] else 1
+if FEW["BLOCK_M"] != 64:
+    raise ValueError(f"FEW['BLOCK_M'] is {FEW['BLOCK_M']}: the few-token tiles are 64 rows (one wgmma's)")
 _FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
               wg_split_k=FEW["WG_SPLIT_K"])
 _NARROW = _Build(64, 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
