@@ -18,10 +18,11 @@
 //     accumulators leave room for twice as many (64 x 64, 64 x 128, 128 x 128 on two consumers). Off by default;
 //   - WG_SPLIT_K = 1 (with CONSUMERS = 2, for the 64-row tiles): both consumers hold all of the tile's rows and take
 //     alternate K-steps of each unit (the first k_begin, k_begin + 2, ...; the second the others), each stage
-//     filled on a barrier of the consumer taking it and released by it; at the end the second hands its fp32 sum to the first through shared
-//     memory, which adds it (one order whatever the timing: bitwise repeatable) and finishes the tile. Two
-//     warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each step. kernel.py turns it on
-//     for the few-token tiles (0.877 against 0.857x cuBLAS at 128 rows on the H200, BENCHMARKS.md);
+//     filled on a barrier of the consumer taking it and released by it; at the end the second hands its fp32 sum
+//     to the first through shared memory, which adds it (one order whatever the timing: bitwise repeatable) and
+//     finishes the tile. Two warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each
+//     step. kernel.py turns it on for the few-token tiles (0.877 against 0.857x cuBLAS at 128 rows on the H200,
+//     BENCHMARKS.md);
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
 //     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. The release

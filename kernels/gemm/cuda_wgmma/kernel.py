@@ -408,6 +408,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
 
     # the widest among equals (first); the short tile only up to 256 rows
     builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
+
     def parts(build: _Build) -> int:  # rule 3's split of K
         return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
                           k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
