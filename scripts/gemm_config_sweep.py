@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from avo.evaluate.result import geomean  # noqa: E402
 
 SEED = ROOT / "kernels" / "gemm" / "cuda_wgmma"
 LIBRARY = "cublas"
@@ -221,7 +222,7 @@ def main() -> None:
     for name in dict.fromkeys(row["config"] for row in rows if args.plans or args.stream):
         ratios = [row["speedup"] for row in rows if row["config"] == name]
         print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
-              f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
+              f"{geomean(ratios):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
     if args.plans or args.stream:
         print(markdown_table(rows))
     if args.json:
@@ -242,12 +243,10 @@ def markdown_table(rows: list[dict]) -> str:
                  else f"{row['speedup']:.3f}" for row in mine]
         library = next(row for row in mine if row)["library_ms"] * 1e3
         lines.append(f"| {case.replace('x', '×')} | " + " | ".join(cells) + f" | {library:.1f} |")
-    means = []
-    for config in configs:
-        ratios = [row["speedup"] for row in rows if row["config"] == config]
-        means.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+    means = [f"{geomean([row['speedup'] for row in rows if row['config'] == config]):.3f}" for config in configs]
     lines.append("| geomean | " + " | ".join(means) + " | |")
     return "\n".join(lines)
+
 
 
 def _ints(text: str) -> list[int]:

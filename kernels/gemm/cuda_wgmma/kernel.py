@@ -231,9 +231,9 @@ class _Build:
 _FEW_CONSUMERS = 2 if FEW["WG_SPLIT_K"] else 1
 if FEW["BLOCK_M"] != 64:
     raise ValueError(f"FEW['BLOCK_M'] is {FEW['BLOCK_M']}: the few-token tiles are 64 rows (one wgmma's)")
-_FEW = _Build(64, FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+_FEW = _Build(FEW["BLOCK_M"], FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
               wg_split_k=FEW["WG_SPLIT_K"])
-_NARROW = _Build(64, 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
+_NARROW = _Build(FEW["BLOCK_M"], 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
                  wg_split_k=FEW["WG_SPLIT_K"]) if FEW["NARROW"] else None
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
@@ -409,7 +409,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     # the widest among equals (first); the short tile only up to 256 rows
     builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
 
-    def parts(build: _Build) -> int:  # rule 3's split of K
+    def k_parts(build: _Build) -> int:  # rule 3's split of K
         return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
                           k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
 
@@ -417,9 +417,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
         build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     elif few and _NARROW is not None and FEW["NARROW_SPLIT"] and tiles(_NARROW) <= sms // 2 and \
-            tiles(_NARROW) * parts(_NARROW) > tiles(_FEW) * parts(_FEW):
+            tiles(_NARROW) * k_parts(_NARROW) > tiles(_FEW) * k_parts(_FEW):
         build = _NARROW  # NARROW_SPLIT: more units of 64 x 64 split in K
-    units, splits = tiles(build), parts(build)
+    units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
     if few and STREAM_K and FEW["STREAM"] and units > sms * FEW["STREAM_FROM"] and units % sms:
