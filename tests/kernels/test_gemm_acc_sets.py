@@ -16,7 +16,8 @@ from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
 # STREAM_FROM 3: 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces on the few-token tiles (whole by default)
-KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2, "STREAM_FROM@few": 3}
+# The 64-row rings as deep as the others: one build of each few-token tile at every row count.
+KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2, "STREAM_FROM@few": 3, "STAGES_M64@few": 7, "NARROW_STAGES_M64@few": 12}
 
 
 def two_sets(tmp_path, **more):

@@ -101,7 +101,7 @@ def without_320(**knobs) -> dict:
 def before_narrow(**knobs) -> dict:
     """The plan as before the few-token tiles' own rules (NARROW off, K split from MIN_SPLIT_STEPS as for the others),
     and before the 320-wide tile, with `knobs` set."""
-    g = without_320(_NARROW=None, **knobs)
+    g = without_320(_NARROW=None, _NARROW_M64=None, **knobs)
     g["FEW"] = dict(g["FEW"], SPLIT_STEPS=g["MIN_SPLIT_STEPS"])
     return g
 
@@ -248,7 +248,7 @@ def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_stream_from_wav
     assert g["plan"](64, 8192, 8192, H200_SMS)[1:5] == (128, 128, 1, 0)  # 64 x 64 tiles, one wave (NARROW)
     assert before_narrow()["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 64, 1, 0)  # 64 x 128, whole
     # without NARROW, its 64 tiles of 64 x 128 split K in two (FEW's SPLIT_STEPS: parts of at least 32 steps)
-    assert seed_globals(_NARROW=None)["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 0, 2, 0)
+    assert seed_globals(_NARROW=None, _NARROW_M64=None)["plan"](64, 8192, 8192, H200_SMS)[1:5] == (64, 0, 2, 0)
     g["FEW"] = dict(g["FEW"], STREAM=False)
     plan = g["plan"](64, 57344, 8192, H200_SMS)
     assert (plan.build.block_m, plan.whole, plan.splits, plan.stream) == (64, 448, 1, 0)
@@ -429,7 +429,7 @@ def test_every_stage_count_the_knobs_allow_fits_in_shared_memory_at_every_width(
         assert build.smem <= limit, (width, build.smem)
         asked = stages if width == g["BLOCK_N"] else point.get(f"STAGES_{width}", g[f"STAGES_{width}"])
         assert build.defines["STAGES"] == min(asked, {320: 3, 256: 3, 192: 4, 128: 6}[width])
-    assert g["_FEW"].smem <= limit and g["_NARROW"].smem <= limit
+    assert all(g[name].smem <= limit for name in ("_FEW", "_NARROW", "_FEW_M64", "_NARROW_M64"))
 
 
 def test_the_narrower_widths_take_their_own_stages(tmp_path):
@@ -511,6 +511,31 @@ def test_the_narrow_few_token_tile_takes_one_wave_that_fills_more_than_half_the_
         if expected == 64 * 64:
             assert plan.whole == plan.tiles == -(-n // 64) and plan.splits == 1
     assert g["plan"](g["FEW_ROWS"] + 1, 8192, 4096, H200_SMS).build.block_m == 128  # past FEW_ROWS: the large tiles
+
+
+def test_at_64_rows_or_fewer_the_few_token_tiles_take_their_own_rings(tmp_path):
+    """STAGES_M64, NARROW_STAGES_M64: the 64 x 128 and 64 x 64 tiles at up to 64 rows are builds of their own depth
+    (6 and 8 stages: at 64 x 10240 x 8192 six read 0.981 against 0.945x cuBLAS for seven on an H100); past 64 rows
+    STAGES and NARROW_STAGES; equal depths share one build."""
+    import shutil
+
+    from avo.agent.heuristic.knobs import render
+    from avo.cuda import declared_builds
+
+    g = seed_globals()
+    assert (g["_FEW_M64"].defines["STAGES"], g["_NARROW_M64"].defines["STAGES"]) == (6, 8)
+    assert (g["_FEW"].defines["STAGES"], g["_NARROW"].defines["STAGES"]) == (7, 12)
+    for m, few, narrow in ((1, "_FEW_M64", "_NARROW_M64"), (64, "_FEW_M64", "_NARROW_M64"), (65, "_FEW", "_NARROW"),
+                           (128, "_FEW", "_NARROW")):
+        assert g["plan"](m, 10240, 8192, H200_SMS).build is g[few], m  # 80 tiles of 64 x 128, whole
+        assert g["plan"](m, 8192 if m <= 64 else 4096, 8192, H200_SMS).build is g[narrow], m  # 128 of 64 x 64
+    folder = tmp_path / "same"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "kernel.py").read_text()
+    (folder / "kernel.py").write_text(render(source, {"STAGES_M64@few": 7, "NARROW_STAGES_M64@few": 12}))
+    g = load_entry(folder, "gemm").__globals__
+    assert g["_FEW_M64"] is g["_FEW"] and g["_NARROW_M64"] is g["_NARROW"]
+    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 2
 
 
 def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):

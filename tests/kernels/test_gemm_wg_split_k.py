@@ -19,7 +19,9 @@ from avo.evaluate.worker.loader import load_entry
 
 # STREAM_FROM 3, so that 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces on these tiles (whole by default).
 VARIANTS = {"split": {"WG_SPLIT_K@few": True, "STREAM_FROM@few": 3},
-            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STREAM_FROM@few": 3},
+            # (with the 64-row rings as deep as the others: one build of each tile, as "split" compiles both)
+            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STREAM_FROM@few": 3, "STAGES_M64@few": 7,
+                           "NARROW_STAGES_M64@few": 12},
             "off": {"WG_SPLIT_K@few": False}}
 
 
@@ -33,7 +35,7 @@ def split_k(tmp_path, variant: str = "split", **more):
 
 def test_both_few_token_builds_take_two_consumers_and_one_stores(tmp_path):
     g = split_k(tmp_path)[1].__globals__
-    for build in (g["_FEW"], g["_NARROW"]):
+    for build in (g["_FEW"], g["_NARROW"], g["_FEW_M64"], g["_NARROW_M64"]):
         assert build.defines["WG_SPLIT_K"] == 1 and build.defines["CONSUMERS"] == 2
         assert (build.consumers, build.storers, build.threads) == (2, 1, 384)
         # the stages, one staging buffer of C (bf16) and the second consumer's fp32 sum, 2 KB for alignment and
@@ -67,7 +69,7 @@ def test_the_split_builds_compile_for_hopper_without_spills(variant, tmp_path):
 
     folder, _ = split_k(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
-    assert len(builds) == 2, [b.flags for b in declared_builds(folder)]
+    assert len(builds) == (4 if variant == "split" else 2), [b.flags for b in declared_builds(folder)]
     check = compile_check(folder, "sm_90a", builds=builds)
     assert check.ok, check.log
     split = [facts for facts in check.resources.values() if "WG_SPLIT_K=1" in facts["defines"]]
@@ -87,7 +89,7 @@ def test_nvrtc_compiles_the_split_builds(variant, tmp_path):
 
     folder, _ = split_k(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
-    assert len(builds) == 2
+    assert len(builds) == (4 if variant == "split" else 2)
     for build in builds:
         assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags
 

@@ -52,7 +52,8 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    ring keeps more in flight: on an H100 (BENCHMARKS.md) 12 against 8 took 128 x 3584 x 3584 from 0.813 to 0.897x
 #    cuBLAS and 128 x 4096 x 4096 from 0.855 to 0.951, 7 against 6 128 x 6144 x 4096 from 0.939 to 0.994. At 64 rows
 #    the deeper rings lost a little where B streams near the HBM's rate (64 x 10240 x 8192: 0.945 against 0.981 for
-#    6 stages; 64 x 8192 x 28672: 1.003 against 1.010 for 8), as the price of one build for both row counts.
+#    6 stages; 64 x 8192 x 28672: 1.003 against 1.010 for 8). STAGES_M64, NARROW_STAGES_M64: the rings of the
+#    same tiles at 64 rows or fewer, a build of their own.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 FEW_ROWS = 128  # avo: tune 0 64 128
@@ -67,10 +68,12 @@ FEW = dict(
     BLOCK_M=64,  # avo: tune 64 bucket=few
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=7,  # avo: tune 4 5 6 7 bucket=few
+    STAGES_M64=6,  # avo: tune 4 5 6 7 bucket=few
     STREAM=True,  # avo: tune False True bucket=few
     STREAM_FROM=4,  # avo: tune 1 2 3 4 bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
+    NARROW_STAGES_M64=8,  # avo: tune 6 8 10 12 bucket=few
     NARROW_SPLIT=False,  # avo: tune False True bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
@@ -228,13 +231,21 @@ class _Build:
         return self._k_major
 
 
-_FEW_CONSUMERS = 2 if FEW["WG_SPLIT_K"] else 1
 if FEW["BLOCK_M"] != 64:
     raise ValueError(f"FEW['BLOCK_M'] is {FEW['BLOCK_M']}: the few-token tiles are 64 rows (one wgmma's)")
-_FEW = _Build(FEW["BLOCK_M"], FEW["BLOCK_N"], FEW["STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
-              wg_split_k=FEW["WG_SPLIT_K"])
-_NARROW = _Build(FEW["BLOCK_M"], 64, FEW["NARROW_STAGES"], _FEW_CONSUMERS, 1, acc_sets=FEW["ACC_SETS"],
-                 wg_split_k=FEW["WG_SPLIT_K"]) if FEW["NARROW"] else None
+
+
+def _few_build(width: int, stages: int) -> _Build:
+    return _Build(FEW["BLOCK_M"], width, stages, 2 if FEW["WG_SPLIT_K"] else 1, 1, acc_sets=FEW["ACC_SETS"],
+                  wg_split_k=FEW["WG_SPLIT_K"])
+
+
+_FEW = _few_build(FEW["BLOCK_N"], FEW["STAGES"])
+_NARROW = _few_build(64, FEW["NARROW_STAGES"]) if FEW["NARROW"] else None
+# At 64 rows or fewer: the same tiles with their own rings (the same build where the depths are equal).
+_FEW_M64 = _FEW if FEW["STAGES_M64"] == FEW["STAGES"] else _few_build(FEW["BLOCK_N"], FEW["STAGES_M64"])
+_NARROW_M64 = _NARROW if _NARROW is None or FEW["NARROW_STAGES_M64"] == FEW["NARROW_STAGES"] else \
+    _few_build(64, FEW["NARROW_STAGES_M64"])
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -413,12 +424,13 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
         return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
                           k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
 
-    build = _FEW if few else min(builds, key=whole_time)
-    if few and _NARROW is not None and sms // 2 < tiles(_NARROW) <= sms:
-        build = _NARROW  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
-    elif few and _NARROW is not None and FEW["NARROW_SPLIT"] and tiles(_NARROW) <= sms // 2 and \
-            tiles(_NARROW) * k_parts(_NARROW) > tiles(_FEW) * k_parts(_FEW):
-        build = _NARROW  # NARROW_SPLIT: more units of 64 x 64 split in K
+    few_build, narrow = (_FEW_M64, _NARROW_M64) if M <= 64 else (_FEW, _NARROW)
+    build = few_build if few else min(builds, key=whole_time)
+    if few and narrow is not None and sms // 2 < tiles(narrow) <= sms:
+        build = narrow  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
+    elif few and narrow is not None and FEW["NARROW_SPLIT"] and tiles(narrow) <= sms // 2 and \
+            tiles(narrow) * k_parts(narrow) > tiles(few_build) * k_parts(few_build):
+        build = narrow  # NARROW_SPLIT: more units of 64 x 64 split in K
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
