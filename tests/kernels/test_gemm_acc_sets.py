@@ -62,9 +62,9 @@ SHAPES = {
     (64, 8192, 8192): (64, 64, "whole"),     # 128 step pairs
     (40, 8200, 1000): (64, 64, "whole"),     # 16 steps, ragged M, N and K
     (64, 33792, 1032): (64, 128, "whole"),   # 17 steps: the odd one into the first set
-    (64, 4096, 64): (64, 128, "whole"),      # one step: the second set never used
+    (64, 8704, 64): (64, 128, "whole"),      # one step: the second set never used
     (64, 4096, 16384): (64, 128, "split"),   # parts of 64 steps
-    (33, 2048, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
+    (33, 4096, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
     (64, 57344, 8192): (64, 128, "stream"),  # pieces of any length, starting anywhere in a tile
     (128, 3584, 3584): (64, 64, "whole"),    # 112 tiles of 64 x 64 at 128 rows
     (256, 4096, 16384): (128, 128, "split"),

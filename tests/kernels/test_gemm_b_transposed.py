@@ -21,8 +21,10 @@ SHAPES = [
     (4096, 4096, 4096),    # the widest tile, unsplit
     (4096, 1024, 4096),    # a GQA key/value projection
     (77, 1000, 520),       # odd M, N past the last 64-row box of B
-    (64, 4096, 1024),      # few tokens: the 64-row tile
-    (33, 2048, 20000),     # few tokens, ragged K, split-K
+    (64, 4096, 1024),      # few tokens: 64 tiles of 64 x 64 (NARROW_SPLIT, too short to split)
+    (64, 8704, 1024),      # few tokens: 68 tiles of 64 x 128
+    (33, 2048, 20000),     # few tokens, ragged K, split-K (64 x 64)
+    (33, 4096, 20000),     # the same on 64 x 128 tiles
     (256, 10240, 1024),    # 192 wide
     (300, 1000, 20000),    # 128 wide, ragged, split-K
     (17, 40, 36),          # K not a multiple of 8: the simple kernel

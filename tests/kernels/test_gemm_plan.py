@@ -501,8 +501,10 @@ def test_the_deepest_stages_of_each_width_compile_for_hopper(tmp_path):
 
 def test_the_narrow_few_token_tile_takes_one_wave_that_fills_more_than_half_the_sms():
     """64 x 64 tiles where 65 to 132 of them cover N: whole, one per SM, NARROW_STAGES deep; fewer or more keep the
-    64 x 128 tile and its rules (split-K below half the SMs, stream-K past a wave)."""
+    64 x 128 tile and its rules (split-K below half the SMs, stream-K past a wave). NARROW_SPLIT off: below half
+    the SMs it may take the 64 x 64 tiles too (its own test)."""
     g = seed_globals()
+    g["FEW"] = dict(g["FEW"], NARROW_SPLIT=False)
     narrow = g["_NARROW"]
     assert (narrow.block_m, narrow.block_n, narrow.defines["STAGES"]) == (64, 64, g["FEW"]["NARROW_STAGES"])
     for n, expected in ((4160, 64 * 128), (8448, 64 * 64), (8512, 64 * 128), (2048, 64 * 128), (8192, 64 * 64)):
@@ -573,12 +575,14 @@ def test_past_64_rows_the_split_128_row_tiles_take_a_shape_only_where_the_knob_l
 
 
 def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_more_units():
-    """FEW's NARROW_SPLIT (off by default): at half the SMs' worth of 64 x 64 tiles or fewer, those tiles split in K
+    """FEW's NARROW_SPLIT (on by default): at half the SMs' worth of 64 x 64 tiles or fewer, those tiles split in K
     where that makes more units than the 64 x 128 tiles split in K; otherwise the plan is unchanged."""
     g = seed_globals()
-    assert g["FEW"]["NARROW_SPLIT"] is False
+    assert g["FEW"]["NARROW_SPLIT"] is True
+    g["FEW"] = dict(g["FEW"], NARROW_SPLIT=False)
     shapes = ((1, 4096, 4096), (64, 4096, 4096), (128, 1024, 4096), (33, 2048, 20000), (128, 2048, 8192),
-              (8, 4096, 14336), (64, 8192, 8192), (64, 10240, 8192), (128, 11008, 4096), (128, 4096, 4096))
+              (8, 4096, 14336), (64, 8192, 8192), (64, 10240, 8192), (128, 11008, 4096), (128, 4096, 4096),
+              (64, 2048, 2048))
     before = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
     g["FEW"] = dict(g["FEW"], NARROW_SPLIT=True)
     after = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
@@ -589,9 +593,30 @@ def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_mo
         (64, 4096, 4096): (64, 64, 0, 2),
         (128, 1024, 4096): (64, 32, 0, 2),    # 64 units against 32
         (33, 2048, 20000): (64, 32, 0, 4),    # 128 against 64
+        (64, 2048, 2048): (64, 32, 32, 1),    # 32 steps, too few to split: 32 whole tiles against 16
     }
     # equal units (128x2048x8192: 64 in 2 against 32 in 4) keep the 64 x 128 tiles; past half the SMs (64 x 8192 x
     # 8192) NARROW already holds; past one wave (64 x 10240 x 8192, 160 tiles) the 64 x 128 tiles run whole
+
+
+def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_waves_end_sooner():
+    """FEW's NARROW_WAVES (off by default): past one wave, the 64 x 64 tiles where their waves, each half as long as
+    the 64 x 128 tiles', take less time in all; level or more leaves the plan as it was."""
+    g = seed_globals()
+    assert g["FEW"]["NARROW_WAVES"] is False
+    shapes = ((128, 11008, 4096), (128, 28672, 8192), (64, 57344, 8192), (128, 14336, 4096), (64, 10240, 8192),
+              (128, 6144, 4096), (64, 8192, 8192), (64, 4096, 4096), (256, 11008, 4096))
+    before = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+    g["FEW"] = dict(g["FEW"], NARROW_WAVES=True)
+    after = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+    changed = {shape: (p.build.block_n, p.tiles, p.whole, p.splits, p.stream) for shape, p in after.items()
+               if p != before[shape]}
+    assert changed == {
+        (128, 11008, 4096): (64, 344, 344, 1, 0),  # 3 waves against 2 of twice the length
+        (128, 28672, 8192): (64, 896, 896, 1, 0),  # 7 against 4 (3.4), whole: no stream-K past 4 waves of these
+        (64, 57344, 8192): (64, 896, 896, 1, 0),
+    }
+    # level (128 x 14336 x 4096: 4 waves against 2; 64 x 10240 x 8192: 2 against 1) keeps the 64 x 128 tiles
 
 
 def test_the_few_token_tiles_rows_are_declared_and_fixed(tmp_path):

@@ -23,7 +23,8 @@ SHAPES = {
     (64, 4096, 16384): (64, 128, "split"),     # few tokens, 32 tiles, long K: split
     (64, 8192, 8192): (64, 64, "whole"),       # few tokens, 128 tiles of 64 x 64: one wave (NARROW)
     (40, 8200, 1000): (64, 64, "whole"),       # the same, ragged M, N and K: 129 tiles
-    (33, 2048, 20000): (64, 128, "split"),     # ragged M and K, split
+    (33, 4096, 20000): (64, 128, "split"),     # ragged M and K, split
+    (33, 2048, 20000): (64, 64, "split"),      # the same on 32 tiles of 64 x 64 (NARROW_SPLIT: 128 units against 64)
     (100, 3584, 3584): (64, 64, "whole"),      # up to FEW_ROWS 128: two rows of 64 x 64 tiles (112), ragged M
     (4096, 4096, 4096): (128, 256, "whole"),   # the widest tile, unsplit (the bench suite)
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128

@@ -100,13 +100,15 @@ SHAPES = {
     (64, 8192, 8192): (64, 64, "whole"),     # 128 steps, 64 each
     (40, 8200, 1000): (64, 64, "whole"),     # 16 steps, ragged M, N and K
     (64, 33792, 1032): (64, 128, "whole"),   # 17 steps: 9 and 8
-    (64, 4096, 128): (64, 128, "whole"),     # two steps: one each
-    (64, 4096, 64): (64, 128, "whole"),      # one step: the second consumer has none and hands nothing over
+    (64, 8704, 128): (64, 128, "whole"),     # two steps: one each
+    (64, 8704, 64): (64, 128, "whole"),      # one step: the second consumer has none and hands nothing over
     (64, 4096, 16384): (64, 128, "split"),   # parts of 64 steps
-    (33, 2048, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
+    (33, 4096, 20000): (64, 128, "split"),   # ragged M and K: parts of odd lengths
     (64, 57344, 8192): (64, 128, "stream"),  # pieces of any length, starting anywhere in a tile
     (128, 3584, 3584): (64, 64, "whole"),    # 112 tiles of 64 x 64 at 128 rows
     (128, 2048, 16384): (64, 128, "split"),  # 32 tiles of 64 x 128 (two tile rows) in 4 parts
+    (64, 4096, 4096): (64, 64, "split"),     # NARROW_SPLIT: 64 tiles of 64 x 64 in 2 parts
+    (128, 1024, 4088): (64, 64, "split"),    # 32 of them over two tile rows, ragged K: 32 and 32 steps, the last short
 }
 
 
@@ -136,4 +138,5 @@ def test_split_consumers_read_a_transposed_weight_in_place(tmp_path):
     """B as nn.Linear's weight.t() (the B_K_MAJOR twin of each build) gives the row-major B's bits."""
     needs.module("cupy")
     gemm = split_k(tmp_path, FEW_ROWS=128)[1]
-    check_reads_weight_in_place(gemm, ((64, 8192, 8192), (33, 2048, 20000), (128, 3584, 3584), (64, 4096, 64)))
+    check_reads_weight_in_place(gemm, ((64, 8192, 8192), (33, 4096, 20000), (128, 3584, 3584), (64, 8704, 64),
+                                       (64, 4096, 4096)))

@@ -35,10 +35,14 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
 #    64 x 8192 x 28672 0.990 (64 x 128 split in 2) -> 1.004; past one wave it lost (64 x 10240 x 8192, 160 tiles:
 #    0.897 against 1.001). cuBLAS runs 64 x 64 tiles at 64 x 8192 x 8192 too (`avo profile --library`).
-#    NARROW_SPLIT: where they fill half the SMs or fewer, the 64 x 64 tiles split in K where that makes more units
-#    than the 64 x 128 tiles split in K (64 x 4096 x 4096: 64 tiles in 2 parts, 128 units, against 32 in 2). Not yet
-#    timed: off, a move for an evolve (at 1-64 x 4096 x 4096 the 64 x 128 tiles in 2 parts read 0.81-0.85x on the
-#    H100, half the SMs idle).
+#    NARROW_SPLIT: where they fill half the SMs or fewer, the 64 x 64 tiles (split in K as rule 3 allows) where they
+#    make more units than the 64 x 128 tiles (64 x 4096 x 4096: 64 tiles in 2 parts, 128 units, against 32 in 2;
+#    64 x 2048 x 2048: 32 whole against 16). Over 22 shapes of 1 to 128 rows on an H100 (BENCHMARKS.md), 12 of them
+#    moved: 64 x 2048 x 2048 0.678 -> 0.813x cuBLAS, 128 x 1024 x 4096 0.736 -> 0.857, 64 x 3584 x 3584 0.756 ->
+#    0.814; none lost beyond the noise of these 8-20 us GEMMs (about 5% between two timings of one plan).
+#    NARROW_WAVES: past one wave, the 64 x 64 tiles where their waves, each half as long, end sooner than the
+#    64 x 128 tiles' (128 x 11008 x 4096: 3 waves of 344 against 2 of 172, 40 SMs busy in the second), all whole
+#    (no stream-K). Not yet timed: off, a move for an evolve.
 #    WG_SPLIT_K: two consumer warpgroups over the tile's 64 rows, taking alternate K-steps (gemm.cu), where one
 #    waited on its own wgmma at every step; cuBLAS's 64 x 64 kernel has two consumers too. With it the 64-row tiles
 #    pay up to 128 rows (FEW_ROWS; 64 with one consumer): side by side on the H200 (BENCHMARKS.md), over six 7-8B
@@ -74,7 +78,8 @@ FEW = dict(
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
     NARROW_STAGES_M64=8,  # avo: tune 6 8 10 12 bucket=few
-    NARROW_SPLIT=False,  # avo: tune False True bucket=few
+    NARROW_SPLIT=True,  # avo: tune False True bucket=few
+    NARROW_WAVES=False,  # avo: tune False True bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
@@ -431,6 +436,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     elif few and narrow is not None and FEW["NARROW_SPLIT"] and tiles(narrow) <= sms // 2 and \
             tiles(narrow) * k_parts(narrow) > tiles(few_build) * k_parts(few_build):
         build = narrow  # NARROW_SPLIT: more units of 64 x 64 split in K
+    elif few and narrow is not None and FEW["NARROW_WAVES"] and tiles(narrow) > sms and \
+            -(-tiles(narrow) // sms) < 2 * -(-tiles(few_build) // sms):
+        return Plan(narrow, tiles(narrow), tiles(narrow), 1)  # NARROW_WAVES: more waves, half as long, all whole
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
