@@ -78,10 +78,12 @@ WITH_320 = {
 }
 
 
-# The few-token shapes whose 64 x 64 tiles fill one wave (rule 1's NARROW): 128 whole tiles each, no split.
+# The few-token shapes whose 64 x 64 tiles fill one wave (rule 1's NARROW): 128 whole tiles each, no split; and
+# past one wave, the one whose 64 x 64 tiles' waves end sooner (NARROW_WAVES): 7 of 896 against 4 of 448.
 WITH_NARROW = {
     "64x8192x8192": (64, 64, 128, 128, 1),
     "64x8192x28672": (64, 64, 128, 128, 1),
+    "64x57344x8192": (64, 64, 896, 896, 1),
 }
 
 
@@ -236,7 +238,9 @@ def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
 def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_stream_from_waves():
     # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: whole (STREAM_FROM 4), never a split tail; from STREAM_FROM 3
     # the last wave's 52 tiles dealt out over all 132 SMs (rule 1's STREAM). Below one wave (64 tiles) whole.
+    # (NARROW_WAVES off: at 64 rows it takes 896 whole tiles of 64 x 64 instead, its own test.)
     g = seed_globals()
+    g["FEW"] = dict(g["FEW"], NARROW_WAVES=0)
     assert g["plan"](64, 57344, 8192, H200_SMS)[1:5] == (448, 448, 1, 0)
     assert g["plan"](128, 14336, 4096, H200_SMS)[1:5] == (224, 224, 1, 0)  # 1.7 waves: whole
     g["FEW"] = dict(g["FEW"], STREAM_FROM=3)
@@ -600,21 +604,29 @@ def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_mo
 
 
 def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_waves_end_sooner():
-    """FEW's NARROW_WAVES (off by default): past one wave, the 64 x 64 tiles where their waves, each half as long as
-    the 64 x 128 tiles', take less time in all; level or more leaves the plan as it was."""
+    """FEW's NARROW_WAVES (up to 64 rows by default): past one wave, the 64 x 64 tiles where their waves, each half as
+    long as the 64 x 128 tiles', take less time in all; level or more leaves the plan as it was."""
     g = seed_globals()
-    assert g["FEW"]["NARROW_WAVES"] is False
+    assert g["FEW"]["NARROW_WAVES"] == 64
     shapes = ((128, 11008, 4096), (128, 28672, 8192), (64, 57344, 8192), (128, 14336, 4096), (64, 10240, 8192),
-              (128, 6144, 4096), (64, 8192, 8192), (64, 4096, 4096), (256, 11008, 4096))
-    before = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
-    g["FEW"] = dict(g["FEW"], NARROW_WAVES=True)
-    after = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
-    changed = {shape: (p.build.block_n, p.tiles, p.whole, p.splits, p.stream) for shape, p in after.items()
-               if p != before[shape]}
-    assert changed == {
-        (128, 11008, 4096): (64, 344, 344, 1, 0),  # 3 waves against 2 of twice the length
-        (128, 28672, 8192): (64, 896, 896, 1, 0),  # 7 against 4 (3.4), whole: no stream-K past 4 waves of these
-        (64, 57344, 8192): (64, 896, 896, 1, 0),
+              (128, 6144, 4096), (64, 8192, 8192), (64, 4096, 4096), (256, 11008, 4096), (33, 37888, 3584))
+    plans = {}
+    for rows in (0, 64, 128):
+        g["FEW"] = dict(g["FEW"], NARROW_WAVES=rows)
+        plans[rows] = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+
+    def changed(rows: int) -> dict:
+        return {shape: (p.build.block_n, p.tiles, p.whole, p.splits, p.stream) for shape, p in plans[rows].items()
+                if p != plans[0][shape]}
+
+    assert changed(64) == {
+        (64, 57344, 8192): (64, 896, 896, 1, 0),  # 7 waves against 4 (3.4) of twice the length; whole: no stream-K
+        (33, 37888, 3584): (64, 592, 592, 1, 0),  # 5 against 3
+    }
+    assert changed(128) == {
+        **changed(64),
+        (128, 11008, 4096): (64, 344, 344, 1, 0),  # 3 against 2
+        (128, 28672, 8192): (64, 896, 896, 1, 0),  # 7 against 4
     }
     # level (128 x 14336 x 4096: 4 waves against 2; 64 x 10240 x 8192: 2 against 1) keeps the 64 x 128 tiles
 

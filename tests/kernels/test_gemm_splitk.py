@@ -26,6 +26,8 @@ SHAPES = {
     (33, 4096, 20000): (64, 128, "split"),     # ragged M and K, split
     (33, 2048, 20000): (64, 64, "split"),      # the same on 32 tiles of 64 x 64 (NARROW_SPLIT: 128 units against 64)
     (100, 3584, 3584): (64, 64, "whole"),      # up to FEW_ROWS 128: two rows of 64 x 64 tiles (112), ragged M
+    (64, 57344, 8192): (64, 64, "whole"),      # NARROW_WAVES: 896 tiles of 64 x 64, 7 waves against 4 of 64 x 128
+    (50, 37800, 1000): (64, 64, "whole"),      # the same, ragged M, N and K: 591 tiles
     (4096, 4096, 4096): (128, 256, "whole"),   # the widest tile, unsplit (the bench suite)
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128
     (256, 4096, 16384): (128, 128, "split"),   # 128 wide, 64 tiles, long K: split

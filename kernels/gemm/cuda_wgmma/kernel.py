@@ -40,9 +40,12 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    64 x 2048 x 2048: 32 whole against 16). Over 22 shapes of 1 to 128 rows on an H100 (BENCHMARKS.md), 12 of them
 #    moved: 64 x 2048 x 2048 0.678 -> 0.813x cuBLAS, 128 x 1024 x 4096 0.736 -> 0.857, 64 x 3584 x 3584 0.756 ->
 #    0.814; none lost beyond the noise of these 8-20 us GEMMs (about 5% between two timings of one plan).
-#    NARROW_WAVES: past one wave, the 64 x 64 tiles where their waves, each half as long, end sooner than the
-#    64 x 128 tiles' (128 x 11008 x 4096: 3 waves of 344 against 2 of 172, 40 SMs busy in the second), all whole
-#    (no stream-K). Not yet timed: off, a move for an evolve.
+#    NARROW_WAVES: up to this many rows, past one wave, the 64 x 64 tiles where their waves, each half as long, end
+#    sooner than the 64 x 128 tiles' (64 x 57344 x 8192: 7 waves of 896 against 4 of 448, 52 SMs busy in the last),
+#    all whole (no stream-K). Side by side on an H100 (BENCHMARKS.md): at 64 rows 64 x 57344 x 8192 0.975 -> 0.996x
+#    cuBLAS, 64 x 37888 x 3584 0.936 -> 0.971; at 128 rows mixed (128 x 12288 x 4096 0.891 -> 0.920, 128 x 11008 x
+#    4096 0.831 -> 0.839, 128 x 28672 x 8192 0.889 -> 0.868), where two tile rows share B through L2 and the 64 x 64
+#    tile's extra operand traffic per product weighs more: 64.
 #    WG_SPLIT_K: two consumer warpgroups over the tile's 64 rows, taking alternate K-steps (gemm.cu), where one
 #    waited on its own wgmma at every step; cuBLAS's 64 x 64 kernel has two consumers too. With it the 64-row tiles
 #    pay up to 128 rows (FEW_ROWS; 64 with one consumer): side by side on the H200 (BENCHMARKS.md), over six 7-8B
@@ -79,7 +82,7 @@ FEW = dict(
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
     NARROW_STAGES_M64=8,  # avo: tune 6 8 10 12 bucket=few
     NARROW_SPLIT=True,  # avo: tune False True bucket=few
-    NARROW_WAVES=False,  # avo: tune False True bucket=few
+    NARROW_WAVES=64,  # avo: tune 0 64 128 bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
@@ -436,7 +439,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
     elif few and narrow is not None and FEW["NARROW_SPLIT"] and tiles(narrow) <= sms // 2 and \
             tiles(narrow) * k_parts(narrow) > tiles(few_build) * k_parts(few_build):
         build = narrow  # NARROW_SPLIT: more units of 64 x 64 split in K
-    elif few and narrow is not None and FEW["NARROW_WAVES"] and tiles(narrow) > sms and \
+    elif few and narrow is not None and M <= FEW["NARROW_WAVES"] and tiles(narrow) > sms and \
             -(-tiles(narrow) // sms) < 2 * -(-tiles(few_build) // sms):
         return Plan(narrow, tiles(narrow), tiles(narrow), 1)  # NARROW_WAVES: more waves, half as long, all whole
     units, splits = tiles(build), k_parts(build)
