@@ -236,11 +236,15 @@ def test_a_tail_of_one_tile_is_cut_into_the_most_parts():
 
 
 def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_stream_from_waves():
-    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: whole (STREAM_FROM 4), never a split tail; from STREAM_FROM 3
-    # the last wave's 52 tiles dealt out over all 132 SMs (rule 1's STREAM). Below one wave (64 tiles) whole.
-    # (NARROW_WAVES off: at 64 rows it takes 896 whole tiles of 64 x 64 instead, its own test.)
-    g = seed_globals()
+    # 64 x 57344: 448 tiles of 64 x 128, 3.4 waves: whole (STREAM off; on, STREAM_FROM 4), never a split tail; with
+    # STREAM on and STREAM_FROM 3 the last wave's 52 tiles dealt out over all 132 SMs (rule 1's STREAM). Below one
+    # wave (64 tiles) whole. (NARROW_WAVES off: at 64 rows it takes 896 whole tiles of 64 x 64 instead; and
+    # FEW_LARGE_WAVES off: past 64 rows and one wave the 128-row tiles. Each has its own test.)
+    g = seed_globals(FEW_LARGE_WAVES=False)
+    assert g["FEW"]["STREAM"] is False
     g["FEW"] = dict(g["FEW"], NARROW_WAVES=0)
+    assert g["plan"](64, 57344, 8192, H200_SMS)[1:5] == (448, 448, 1, 0)
+    g["FEW"] = dict(g["FEW"], STREAM=True)
     assert g["plan"](64, 57344, 8192, H200_SMS)[1:5] == (448, 448, 1, 0)
     assert g["plan"](128, 14336, 4096, H200_SMS)[1:5] == (224, 224, 1, 0)  # 1.7 waves: whole
     g["FEW"] = dict(g["FEW"], STREAM_FROM=3)
@@ -539,7 +543,8 @@ def test_at_64_rows_or_fewer_the_few_token_tiles_take_their_own_rings(tmp_path):
     assert g["_NARROW_M64"].defines["STAGES"] == 8 and g["_NARROW_M64"] is not g["_NARROW"]
     for m, few, narrow in ((1, "_FEW_M64", "_NARROW_M64"), (64, "_FEW_M64", "_NARROW_M64"), (65, "_FEW", "_NARROW"),
                            (128, "_FEW", "_NARROW")):
-        assert g["plan"](m, 10240, 8192, H200_SMS).build is g[few], m  # 80 tiles of 64 x 128, whole
+        # 80 tiles of 64 x 128 up to 64 rows, 128 past it (two tile rows): whole
+        assert g["plan"](m, 10240 if m <= 64 else 8192, 8192, H200_SMS).build is g[few], m
         assert g["plan"](m, 8192 if m <= 64 else 4096, 8192, H200_SMS).build is g[narrow], m  # 128 of 64 x 64
     assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 4
 
@@ -606,7 +611,7 @@ def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_mo
 def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_waves_end_sooner():
     """FEW's NARROW_WAVES (up to 64 rows by default): past one wave, the 64 x 64 tiles where their waves, each half as
     long as the 64 x 128 tiles', take less time in all; level or more leaves the plan as it was."""
-    g = seed_globals()
+    g = seed_globals(FEW_LARGE_WAVES=False)  # which takes the 128-row shapes below first (its own test)
     assert g["FEW"]["NARROW_WAVES"] == 64
     shapes = ((128, 11008, 4096), (128, 28672, 8192), (64, 57344, 8192), (128, 14336, 4096), (64, 10240, 8192),
               (128, 6144, 4096), (64, 8192, 8192), (64, 4096, 4096), (256, 11008, 4096), (33, 37888, 3584))
@@ -629,6 +634,33 @@ def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_wav
         (128, 28672, 8192): (64, 896, 896, 1, 0),  # 7 against 4
     }
     # level (128 x 14336 x 4096: 4 waves against 2; 64 x 10240 x 8192: 2 against 1) keeps the 64 x 128 tiles
+
+
+def test_past_64_rows_and_one_wave_the_128_row_tiles_take_the_shape():
+    """FEW_LARGE_WAVES (on): from 65 rows, where the 64 x 128 tiles would run past one wave, the plan is the 128-row
+    tiles' (the rules for more than FEW_ROWS rows); within one wave, and at 64 rows or fewer, the few-token tiles'."""
+    on, off = seed_globals(), seed_globals(FEW_LARGE_WAVES=False)
+    assert on["FEW_LARGE_WAVES"] is True
+    shapes = ((128, 11008, 4096), (128, 28672, 8192), (100, 37888, 3584), (128, 14336, 4096), (65, 8576, 4096),
+              (128, 6144, 4096), (128, 4096, 4096), (65, 8192, 4096), (64, 57344, 8192), (1, 57344, 8192))
+    def work(plan) -> tuple:
+        return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
+
+    changed = {}
+    for shape in shapes:
+        before, after = work(off["plan"](*shape, H200_SMS)), work(on["plan"](*shape, H200_SMS))
+        if after != before:
+            assert after == work(on["_plan"](*shape, H200_SMS, False)), shape  # the 128-row tiles' own plan
+            changed[shape] = after[:5]
+    assert changed == {
+        (128, 11008, 4096): (128, 128, 86, 86, 1),    # 172 tiles of 64 x 128 (1.3 waves)
+        (128, 28672, 8192): (128, 256, 112, 112, 1),  # 448 (3.4)
+        (100, 37888, 3584): (128, 320, 119, 119, 1),  # 592 (4.5), ragged rows
+        (128, 14336, 4096): (128, 128, 112, 112, 1),  # 224 (1.7)
+        (65, 8576, 4096): (128, 128, 67, 67, 1),      # 134: one tile column past a wave
+    }
+    # 128 x 6144 x 4096 (96 tiles), 128 x 4096 x 4096 (64 x 64 tiles, one wave), 65 x 8192 x 4096 (128 tiles): one
+    # wave or less; 64 rows or fewer: never
 
 
 def test_the_few_token_tiles_rows_are_declared_and_fixed(tmp_path):

@@ -28,6 +28,8 @@ SHAPES = {
     (100, 3584, 3584): (64, 64, "whole"),      # up to FEW_ROWS 128: two rows of 64 x 64 tiles (112), ragged M
     (64, 57344, 8192): (64, 64, "whole"),      # NARROW_WAVES: 896 tiles of 64 x 64, 7 waves against 4 of 64 x 128
     (50, 37800, 1000): (64, 64, "whole"),      # the same, ragged M, N and K: 591 tiles
+    (128, 11008, 4096): (128, 128, "whole"),   # FEW_LARGE_WAVES: 86 tiles of 128 x 128 for 172 of 64 x 128
+    (100, 37888, 3584): (128, 320, "whole"),   # the same, ragged M: 119 tiles of 128 x 320
     (4096, 4096, 4096): (128, 256, "whole"),   # the widest tile, unsplit (the bench suite)
     (256, 10240, 1024): (128, 192, "whole"),   # 192 wide fills the SMs better than 256 or 128
     (256, 4096, 16384): (128, 128, "split"),   # 128 wide, 64 tiles, long K: split

@@ -17,12 +17,12 @@ from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
-# STREAM_FROM 3 and NARROW_WAVES 0, so that 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces of 64 x 128 tiles
-# (by default 64 x 64 tiles, whole).
-VARIANTS = {"split": {"WG_SPLIT_K@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0},
+# STREAM on, STREAM_FROM 3 and NARROW_WAVES 0, so that 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces of
+# 64 x 128 tiles (by default 64 x 64 tiles, whole).
+STREAMED = {"STREAM@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0}
+VARIANTS = {"split": {"WG_SPLIT_K@few": True, **STREAMED},
             # (with the 64-row ring of 64 x 128 as deep as the others: one build of each tile; "split" compiles all)
-            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0,
-                           "STAGES_M64@few": 7},
+            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STAGES_M64@few": 7, **STREAMED},
             "off": {"WG_SPLIT_K@few": False}}
 
 

@@ -29,7 +29,8 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    offsets, where whole tiles read each K row of B across all its columns at once. STREAM_FROM: only past this many
 #    waves of tiles. With two consumers and 7 stages it lost or tied everywhere it was timed (an H100, BENCHMARKS.md):
 #    1.3 waves (128 x 11008 x 4096) 0.806 against 0.819x whole, 1.7 (128 x 14336 x 4096) 0.762 against 0.962,
-#    3.4 (128 x 28672 x 8192) 0.871 against 0.913, 3.4 at 64 rows (64 x 57344 x 8192) 0.970 against 0.968.
+#    3.4 (128 x 28672 x 8192) 0.871 against 0.913, 3.4 at 64 rows (64 x 57344 x 8192) 0.970 against 0.968; and past
+#    four waves (128 x 57344 x 8192) 0.871 against 0.967, (128 x 37888 x 3584) 0.904 against 0.928: off.
 #    NARROW: where the few-token GEMM's 64 x 64 tiles fill more than half the SMs in one wave, they run whole, one
 #    per SM, NARROW_STAGES deep, in place of half as many 64 x 128 tiles that leave half the SMs idle (or split K
 #    to fill them): side by side on the H200 (BENCHMARKS.md), 64 x 8192 x 8192 0.903 -> 0.960x cuBLAS (128 tiles),
@@ -73,13 +74,19 @@ FEW_ROWS = 128  # avo: tune 0 64 128
 # 128 x 6144 x 4096 and 128 x 4096 x 14336, where they won above, and at none of the other four; not yet timed on
 # shapes it was not fitted to, so 0 (off).
 FEW_LARGE_STEPS = 0  # avo: tune 0 32 64
+# FEW_LARGE_WAVES: past 64 rows, where the few-token 64 x 128 tiles would run past one wave, the 128-row tiles' plan
+# (rules 2 to 4) instead: two 64-row consumers then share each B tile in shared memory, where two 64-row tiles read it
+# twice and run more waves. Side by side on an H100 (BENCHMARKS.md): 128 x 11008 x 4096 0.836 -> 0.923x cuBLAS,
+# 128 x 28672 x 8192 0.887 -> 0.997, 128 x 57344 x 8192 0.967 (whole) -> 0.995, 100 x 37888 x 3584 0.929 -> 0.999,
+# 128 x 14336 x 4096 0.965 -> 0.978; within one wave the 128-row tiles lost (128 x 4096 x 4096 0.803 against 0.986).
+FEW_LARGE_WAVES = True  # avo: tune False True
 FEW = dict(
     # One wgmma's rows: fixed, and declared so that a search reads this entry's tile as it is (not BLOCK_M's 128).
     BLOCK_M=64,  # avo: tune 64 bucket=few
     BLOCK_N=128,  # avo: tune 128 256 bucket=few
     STAGES=7,  # avo: tune 4 5 6 7 bucket=few
     STAGES_M64=6,  # avo: tune 4 5 6 7 bucket=few
-    STREAM=True,  # avo: tune False True bucket=few
+    STREAM=False,  # avo: tune False True bucket=few
     STREAM_FROM=4,  # avo: tune 1 2 3 4 bucket=few
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
@@ -407,9 +414,12 @@ def bucket(M, N, K):
 
 
 def plan(M: int, N: int, K: int, sms: int) -> Plan:
-    """The work for one shape: the five rules above, in order; past 64 rows (FEW_ROWS 128) the 128-row tiles split
-    in K instead of the few-token tiles where FEW_LARGE_STEPS says so."""
+    """The work for one shape: the five rules above, in order. Past 64 rows (FEW_ROWS 128) the 128-row tiles take
+    the shapes whose few-token tiles would run past one wave (FEW_LARGE_WAVES: they stay in the few bucket, so that
+    entry's knobs do not reach them), and split in K instead of the few-token tiles where FEW_LARGE_STEPS says so."""
     few = bucket(M, N, K) == "few"
+    if few and M > 64 and FEW_LARGE_WAVES and -(-M // FEW["BLOCK_M"]) * -(-N // FEW["BLOCK_N"]) > sms:
+        return _plan(M, N, K, sms, False)
     chosen = _plan(M, N, K, sms, few)
     if few and M > 64 and FEW_LARGE_STEPS:
         large = _plan(M, N, K, sms, False)
