@@ -638,10 +638,11 @@ def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_wav
 
 def test_past_64_rows_and_one_wave_the_128_row_tiles_take_the_shape():
     """FEW_LARGE_WAVES (on): from 65 rows, where the 64 x 128 tiles would run past one wave, the plan is the 128-row
-    tiles' (the rules for more than FEW_ROWS rows); within one wave, and at 64 rows or fewer, the few-token tiles'."""
+    tiles' width (rule 2), whole; within one wave, and at 64 rows or fewer, the few-token tiles'."""
     on, off = seed_globals(), seed_globals(FEW_LARGE_WAVES=False)
     assert on["FEW_LARGE_WAVES"] is True
     shapes = ((128, 11008, 4096), (128, 28672, 8192), (100, 37888, 3584), (128, 14336, 4096), (65, 8576, 4096),
+              (128, 10240, 8192),
               (128, 6144, 4096), (128, 4096, 4096), (65, 8192, 4096), (64, 57344, 8192), (1, 57344, 8192))
     def work(plan) -> tuple:
         return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
@@ -650,7 +651,7 @@ def test_past_64_rows_and_one_wave_the_128_row_tiles_take_the_shape():
     for shape in shapes:
         before, after = work(off["plan"](*shape, H200_SMS)), work(on["plan"](*shape, H200_SMS))
         if after != before:
-            assert after == work(on["_plan"](*shape, H200_SMS, False)), shape  # the 128-row tiles' own plan
+            assert after == work(on["_plan"](*shape, H200_SMS, False, cut=False)), shape  # the 128-row tiles, whole
             changed[shape] = after[:5]
     assert changed == {
         (128, 11008, 4096): (128, 128, 86, 86, 1),    # 172 tiles of 64 x 128 (1.3 waves)
@@ -658,6 +659,7 @@ def test_past_64_rows_and_one_wave_the_128_row_tiles_take_the_shape():
         (100, 37888, 3584): (128, 320, 119, 119, 1),  # 592 (4.5), ragged rows
         (128, 14336, 4096): (128, 128, 112, 112, 1),  # 224 (1.7)
         (65, 8576, 4096): (128, 128, 67, 67, 1),      # 134: one tile column past a wave
+        (128, 10240, 8192): (128, 128, 80, 80, 1),    # 160; whole, where the rules past 128 rows split 128 x 256
     }
     # 128 x 6144 x 4096 (96 tiles), 128 x 4096 x 4096 (64 x 64 tiles, one wave), 65 x 8192 x 4096 (128 tiles): one
     # wave or less; 64 rows or fewer: never

@@ -79,6 +79,8 @@ FEW_LARGE_STEPS = 0  # avo: tune 0 32 64
 # twice and run more waves. Side by side on an H100 (BENCHMARKS.md): 128 x 11008 x 4096 0.836 -> 0.923x cuBLAS,
 # 128 x 28672 x 8192 0.887 -> 0.997, 128 x 57344 x 8192 0.967 (whole) -> 0.995, 100 x 37888 x 3584 0.929 -> 0.999,
 # 128 x 14336 x 4096 0.965 -> 0.978; within one wave the 128-row tiles lost (128 x 4096 x 4096 0.803 against 0.986).
+# Whole tiles only, as timed: at 128 x 10240 x 8192 the split tail's 40 tiles of 128 x 256 in 3 parts read 0.870
+# against 0.988 for 80 whole tiles of 128 x 128.
 FEW_LARGE_WAVES = True  # avo: tune False True
 FEW = dict(
     # One wgmma's rows: fixed, and declared so that a search reads this entry's tile as it is (not BLOCK_M's 128).
@@ -419,7 +421,7 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     entry's knobs do not reach them), and split in K instead of the few-token tiles where FEW_LARGE_STEPS says so."""
     few = bucket(M, N, K) == "few"
     if few and M > 64 and FEW_LARGE_WAVES and -(-M // FEW["BLOCK_M"]) * -(-N // FEW["BLOCK_N"]) > sms:
-        return _plan(M, N, K, sms, False)
+        return _plan(M, N, K, sms, False, cut=False)
     chosen = _plan(M, N, K, sms, few)
     if few and M > 64 and FEW_LARGE_STEPS:
         large = _plan(M, N, K, sms, False)
@@ -429,7 +431,8 @@ def plan(M: int, N: int, K: int, sms: int) -> Plan:
     return chosen
 
 
-def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
+def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan:
+    """The rules above for the few-token tiles or the others; with `cut` False the latter's whole tiles only."""
     k_steps = -(-K // BLOCK_K)
 
     def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
@@ -447,6 +450,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool) -> Plan:
 
     few_build, narrow = (_FEW_M64, _NARROW_M64) if M <= 64 else (_FEW, _NARROW)
     build = few_build if few else min(builds, key=whole_time)
+    if not cut:
+        return Plan(build, tiles(build), tiles(build), 1)
     if few and narrow is not None and sms // 2 < tiles(narrow) <= sms:
         build = narrow  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
     elif few and narrow is not None and FEW["NARROW_SPLIT"] and tiles(narrow) <= sms // 2 and \
