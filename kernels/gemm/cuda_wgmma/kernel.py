@@ -63,8 +63,9 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    6 stages; 64 x 8192 x 28672: 1.003 against 1.010 for 8). STAGES_M64, NARROW_STAGES_M64: the rings of the
 #    same tiles at 64 rows or fewer, a build of their own where they differ. Six stages of 64 x 128 there (with 8 of
 #    64 x 64): 0.913 against 0.906x cuBLAS for 7 and 12 over 13 shapes of 1 to 128 rows (64 x 10240 x 8192 0.979
-#    against 0.944). The 64 x 64 tiles keep 12: over 14 shapes of 1 to 64 rows 0.924 against 0.910 for 8 and 0.919 for 10, 12 ahead where K is short or
-#    split (64 x 3584 x 3584 0.892 against 0.832), 8 ahead by 0.3-0.7% on the wide suite's long-K shapes.
+#    against 0.944). The 64 x 64 tiles keep 12: over 14 shapes of 1 to 64 rows 0.924 against 0.910 for 8 and 0.919
+#    for 10, 12 ahead where K is short or split (64 x 3584 x 3584 0.892 against 0.832), 8 ahead by 0.3-0.7% on the
+#    wide suite's long-K shapes.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 FEW_ROWS = 128  # avo: tune 0 64 128
