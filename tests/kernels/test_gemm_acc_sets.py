@@ -15,9 +15,8 @@ from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
-# STREAM_FROM 3: 64 x 57344 x 8192 (3.4 waves) runs stream-K pieces on the few-token tiles (whole by default)
-# The 64-row rings as deep as the others: one build of each few-token tile at every row count.
-# STREAM on, STREAM_FROM 3 and NARROW_WAVES 0: the stream-K shape below deals out pieces of 64 x 128 tiles.
+# STREAM on, STREAM_FROM 3 and NARROW_WAVES 0: 64 x 57344 x 8192 (3.4 waves) deals out stream-K pieces of 64 x 128
+# tiles (by default 64 x 64 tiles, whole). STAGES_M64 7: one build of each few-token tile at every row count.
 KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2, "STREAM@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0,
          "STAGES_M64@few": 7}
 
