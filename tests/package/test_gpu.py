@@ -2,7 +2,7 @@
 the packaged kernels' patch() gives the unpatched block's output within the tasks' tolerance, eager and under
 torch.compile, with the evolved kernels doing the work (their call counters say so) unless a shape's first call
 timed the library faster (the run never timed these shapes: guard.first_call). The forward is timed against
-the unpatched block's, the two taken in turn (alternated_ms: the GPU's clock drifts between one forward and the next
+the unpatched block's, the two taken in turn (alternated_rounds: the GPU's clock drifts between one forward and the next
 by as much as the packages change), and printed; nothing is asserted about speed.
 
 Two GEMM packages: the shipped run's best as it is (its kernel.py predates reading nn.Linear's weight.t() in place,
@@ -116,14 +116,21 @@ def under(packages, forward, x):
         return forward(x)
 
 
-def alternated_ms(forward, variants: dict, x) -> dict:
-    """Median forward ms of each variant (name -> the packages patched in), the variants taken in turn ROUNDS times
+def alternated_rounds(forward, variants: dict, x) -> dict[str, list[float]]:
+    """Each variant's forward ms (name -> the packages patched in) per round, the variants taken in turn ROUNDS times
     (each turn forward_ms's median of 10), so a drift of the GPU's clock falls on all of them alike."""
     times = {name: [] for name in variants}
     for _ in range(ROUNDS):
         for name, chosen in variants.items():
             times[name].append(under(chosen, lambda y: forward_ms(forward, y), x))
-    return {name: statistics.median(ms) for name, ms in times.items()}
+    return times
+
+
+def paired_ratios(rounds: dict[str, list[float]], base: str = "library") -> dict[str, tuple[float, float, float]]:
+    """name -> (lowest, median, highest) of base's ms over the variant's, round by round: how far one forward's
+    ratio moves between rounds, beside the ratio of the medians."""
+    paired = {name: sorted(b / t for b, t in zip(rounds[base], ms)) for name, ms in rounds.items() if name != base}
+    return {name: (ratios[0], statistics.median(ratios), ratios[-1]) for name, ratios in paired.items()}
 
 
 def build_packages(root: Path) -> dict:
@@ -174,12 +181,13 @@ def test_a_llama_block_under_patch_matches_the_unpatched_block(packages, compile
         with patched((attention, gemm)):
             patched_run = torch.compile(model) if compiled else model
             out = patched_run(x)
-        ms = alternated_ms(patched_run, {"library": (), "patched": (attention, gemm)}, x)
-        library_ms, patched_ms = ms["library"], ms["patched"]
+        rounds = alternated_rounds(patched_run, {"library": (), "patched": (attention, gemm)}, x)
+        library_ms, patched_ms = (statistics.median(rounds[name]) for name in ("library", "patched"))
     error = relative_error(out, expected)
+    low, _, high = paired_ratios(rounds)["patched"]
     print(f"\n{'compiled' if compiled else 'eager'} block B={BATCH} S={SEQ}, GEMM kernel of the {gemm_kernel}: "
-          f"library {library_ms:.3f} ms, patched {patched_ms:.3f} ms ({library_ms / patched_ms:.3f}x); rel err "
-          f"{error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
+          f"library {library_ms:.3f} ms, patched {patched_ms:.3f} ms ({library_ms / patched_ms:.3f}x; rounds "
+          f"{low:.3f}-{high:.3f}); rel err {error:.2e}; attention {report(attention)}; gemm {report(gemm)}")
     assert error <= min(load("attention").tolerance("bfloat16"), load("gemm").tolerance("bfloat16"))
     # The run never timed this block's attention shape: its first call (eager, or while tracing) timed the kernel
     # against cuDNN here, and the kernel does the work unless that found it slower.

@@ -7,10 +7,11 @@ figures are printed for BENCHMARKS.md; nothing is asserted about speed."""
 
 from __future__ import annotations
 
+import statistics
 
 import pytest
 from package_runs import ATTENTION_LLAMA, GEMM_LLAMA, imported, packaged
-from test_gpu import TIMED, Dims, alternated_ms, block, under
+from test_gpu import TIMED, Dims, alternated_rounds, block, paired_ratios, under
 
 from avo.tasks import load, relative_error
 
@@ -31,8 +32,13 @@ def packages(tmp_path_factory):
     return build_model_packages(tmp_path_factory.mktemp("model_packages"))
 
 
-def _line(ms: dict) -> str:
-    return ", ".join(f"{name} {t:.3f} ms ({ms['library'] / t:.3f}x)" for name, t in ms.items())
+def _line(rounds: dict) -> str:
+    """Each variant's median ms and the library's over it, then the round-by-round ratios' range (paired_ratios)."""
+    ms = {name: statistics.median(times) for name, times in rounds.items()}
+    spread = paired_ratios(rounds)
+    return ", ".join(f"{name} {t:.3f} ms ({ms['library'] / t:.3f}x" +
+                     (f"; rounds {spread[name][0]:.3f}-{spread[name][2]:.3f})" if name in spread else ")")
+                     for name, t in ms.items())
 
 
 @pytest.mark.parametrize("seq", [1024, 4096, 16384])
@@ -51,11 +57,11 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
             package.fallbacks.clear()
         error = relative_error(under((attention, gemm), model, x), expected)
         calls = {key: (dict(package.calls), dict(package.fallbacks)) for key, package in packages.items()}
-        eager = alternated_ms(model, variants, x)
+        eager = alternated_rounds(model, variants, x)
         torch._dynamo.reset()
         compiled_model = torch.compile(model)
         compiled_error = relative_error(under((attention, gemm), compiled_model, x), expected)
-        compiled = alternated_ms(compiled_model, variants, x)
+        compiled = alternated_rounds(compiled_model, variants, x)
     print(f"\nLlama-3.2-1B block B=1 S={seq}: rel err {error:.2e} / compiled {compiled_error:.2e}"
           f"\n  eager: {_line(eager)}\n  compiled: {_line(compiled)}"
           f"\n  attention {calls['attention']}\n  gemm {calls['gemm']}")
