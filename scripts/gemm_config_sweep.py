@@ -219,20 +219,28 @@ def main() -> None:
               f"splits {best['splits']}: {best['speedup']:.3f}x", flush=True)
         del sources, rotation, contenders
         torch.cuda.empty_cache()
-    for name in dict.fromkeys(row["config"] for row in rows if args.plans or args.stream):
-        ratios = [row["speedup"] for row in rows if row["config"] == name]
-        print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
-              f"{geomean(ratios):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
     if args.plans or args.stream:
+        for name, ratios in speedups_by_config(rows).items():
+            print(f"GEOMEAN {name:16s} over {len(ratios)} timings: "
+                  f"{geomean(ratios):.3f}x cuBLAS on {torch.cuda.get_device_name()}")
         print(markdown_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
 
+def speedups_by_config(rows: list[dict]) -> dict[str, list[float]]:
+    """config -> its speedups over the shapes it ran, the configs in the order they were first timed."""
+    found: dict[str, list[float]] = {}
+    for row in rows:
+        found.setdefault(row["config"], []).append(row["speedup"])
+    return found
+
+
 def markdown_table(rows: list[dict]) -> str:
     """The speedups as a Markdown table for BENCHMARKS.md: a row per shape, a column per configuration (the best of a
     shape in bold), cuBLAS's time, and a last row of each configuration's geometric mean over the shapes it ran."""
-    configs = list(dict.fromkeys(row["config"] for row in rows))
+    speedups = speedups_by_config(rows)
+    configs = list(speedups)
     cases = list(dict.fromkeys(row["case"] for row in rows))
     found = {(row["case"], row["config"]): row for row in rows}
     lines = ["| shape | " + " | ".join(configs) + " | cuBLAS µs |", "|---|" + "---:|" * (len(configs) + 1)]
@@ -243,10 +251,9 @@ def markdown_table(rows: list[dict]) -> str:
                  else f"{row['speedup']:.3f}" for row in mine]
         library = next(row for row in mine if row)["library_ms"] * 1e3
         lines.append(f"| {case.replace('x', '×')} | " + " | ".join(cells) + f" | {library:.1f} |")
-    means = [f"{geomean([row['speedup'] for row in rows if row['config'] == config]):.3f}" for config in configs]
+    means = [f"{geomean(ratios):.3f}" for ratios in speedups.values()]
     lines.append("| geomean | " + " | ".join(means) + " | |")
     return "\n".join(lines)
-
 
 
 def _ints(text: str) -> list[int]:

@@ -112,11 +112,15 @@ def cases(*suites):
     return [case for suite in suites for case in load("gemm").cases(suite)]
 
 
+def work(plan) -> tuple:
+    """(rows, width, tiles, whole, splits, stream blocks) of a plan."""
+    return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
+
+
 def planned(g: dict, case) -> tuple:
     p = case.params
     plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
-    return (plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits) + \
-        ((plan.stream, plan.lanes) if plan.stream else ())
+    return work(plan)[:5] + ((plan.stream, plan.lanes) if plan.stream else ())
 
 
 def test_the_tables_name_every_bench_and_wide_shape():
@@ -592,17 +596,15 @@ def test_narrow_split_takes_the_64_wide_tiles_split_in_k_only_where_they_make_mo
     shapes = ((1, 4096, 4096), (64, 4096, 4096), (128, 1024, 4096), (33, 2048, 20000), (128, 2048, 8192),
               (8, 4096, 14336), (64, 8192, 8192), (64, 10240, 8192), (128, 11008, 4096), (128, 4096, 4096),
               (64, 2048, 2048))
-    before = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+    before = {shape: work(g["plan"](*shape, H200_SMS)) for shape in shapes}
     g["FEW"] = dict(g["FEW"], NARROW_SPLIT=True)
-    after = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
-    changed = {shape: (p.build.block_n, p.tiles, p.whole, p.splits) for shape, p in after.items()
-               if p != before[shape]}
-    assert changed == {
-        (1, 4096, 4096): (64, 64, 0, 2),      # 128 units, where 32 tiles of 64 x 128 in 2 parts made 64
-        (64, 4096, 4096): (64, 64, 0, 2),
-        (128, 1024, 4096): (64, 32, 0, 2),    # 64 units against 32
-        (33, 2048, 20000): (64, 32, 0, 4),    # 128 against 64
-        (64, 2048, 2048): (64, 32, 32, 1),    # 32 steps, too few to split: 32 whole tiles against 16
+    after = {shape: work(g["plan"](*shape, H200_SMS)) for shape in shapes}
+    assert {shape: w for shape, w in after.items() if w != before[shape]} == {
+        (1, 4096, 4096): (64, 64, 64, 0, 2, 0),      # 128 units, where 32 tiles of 64 x 128 in 2 parts made 64
+        (64, 4096, 4096): (64, 64, 64, 0, 2, 0),
+        (128, 1024, 4096): (64, 64, 32, 0, 2, 0),    # 64 units against 32
+        (33, 2048, 20000): (64, 64, 32, 0, 4, 0),    # 128 against 64
+        (64, 2048, 2048): (64, 64, 32, 32, 1, 0),    # 32 steps, too few to split: 32 whole tiles against 16
     }
     # equal units (128x2048x8192: 64 in 2 against 32 in 4) keep the 64 x 128 tiles; past half the SMs (64 x 8192 x
     # 8192) NARROW already holds; past one wave (64 x 10240 x 8192, 160 tiles) the 64 x 128 tiles run whole
@@ -618,20 +620,19 @@ def test_narrow_waves_takes_the_64_wide_tiles_past_one_wave_only_where_their_wav
     plans = {}
     for rows in (0, 64, 128):
         g["FEW"] = dict(g["FEW"], NARROW_WAVES=rows)
-        plans[rows] = {shape: g["plan"](*shape, H200_SMS) for shape in shapes}
+        plans[rows] = {shape: work(g["plan"](*shape, H200_SMS)) for shape in shapes}
 
     def changed(rows: int) -> dict:
-        return {shape: (p.build.block_n, p.tiles, p.whole, p.splits, p.stream) for shape, p in plans[rows].items()
-                if p != plans[0][shape]}
+        return {shape: w for shape, w in plans[rows].items() if w != plans[0][shape]}
 
     assert changed(64) == {
-        (64, 57344, 8192): (64, 896, 896, 1, 0),  # 7 waves against 4 (3.4) of twice the length; whole: no stream-K
-        (33, 37888, 3584): (64, 592, 592, 1, 0),  # 5 against 3
+        (64, 57344, 8192): (64, 64, 896, 896, 1, 0),  # 7 waves against 4 (3.4) of twice the length; whole, no stream
+        (33, 37888, 3584): (64, 64, 592, 592, 1, 0),  # 5 against 3
     }
     assert changed(128) == {
         **changed(64),
-        (128, 11008, 4096): (64, 344, 344, 1, 0),  # 3 against 2
-        (128, 28672, 8192): (64, 896, 896, 1, 0),  # 7 against 4
+        (128, 11008, 4096): (64, 64, 344, 344, 1, 0),  # 3 against 2
+        (128, 28672, 8192): (64, 64, 896, 896, 1, 0),  # 7 against 4
     }
     # level (128 x 14336 x 4096: 4 waves against 2; 64 x 10240 x 8192: 2 against 1) keeps the 64 x 128 tiles
 
@@ -642,24 +643,21 @@ def test_past_64_rows_and_one_wave_the_128_row_tiles_take_the_shape():
     on, off = seed_globals(), seed_globals(FEW_LARGE_WAVES=False)
     assert on["FEW_LARGE_WAVES"] is True
     shapes = ((128, 11008, 4096), (128, 28672, 8192), (100, 37888, 3584), (128, 14336, 4096), (65, 8576, 4096),
-              (128, 10240, 8192),
-              (128, 6144, 4096), (128, 4096, 4096), (65, 8192, 4096), (64, 57344, 8192), (1, 57344, 8192))
-    def work(plan) -> tuple:
-        return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
-
+              (128, 10240, 8192), (128, 6144, 4096), (128, 4096, 4096), (65, 8192, 4096), (64, 57344, 8192),
+              (1, 57344, 8192))
     changed = {}
     for shape in shapes:
         before, after = work(off["plan"](*shape, H200_SMS)), work(on["plan"](*shape, H200_SMS))
         if after != before:
             assert after == work(on["_plan"](*shape, H200_SMS, False, cut=False)), shape  # the 128-row tiles, whole
-            changed[shape] = after[:5]
+            changed[shape] = after
     assert changed == {
-        (128, 11008, 4096): (128, 128, 86, 86, 1),    # 172 tiles of 64 x 128 (1.3 waves)
-        (128, 28672, 8192): (128, 256, 112, 112, 1),  # 448 (3.4)
-        (100, 37888, 3584): (128, 320, 119, 119, 1),  # 592 (4.5), ragged rows
-        (128, 14336, 4096): (128, 128, 112, 112, 1),  # 224 (1.7)
-        (65, 8576, 4096): (128, 128, 67, 67, 1),      # 134: one tile column past a wave
-        (128, 10240, 8192): (128, 128, 80, 80, 1),    # 160; whole, where the rules past 128 rows split 128 x 256
+        (128, 11008, 4096): (128, 128, 86, 86, 1, 0),    # 172 tiles of 64 x 128 (1.3 waves)
+        (128, 28672, 8192): (128, 256, 112, 112, 1, 0),  # 448 (3.4)
+        (100, 37888, 3584): (128, 320, 119, 119, 1, 0),  # 592 (4.5), ragged rows
+        (128, 14336, 4096): (128, 128, 112, 112, 1, 0),  # 224 (1.7)
+        (65, 8576, 4096): (128, 128, 67, 67, 1, 0),      # 134: one tile column past a wave
+        (128, 10240, 8192): (128, 128, 80, 80, 1, 0),    # 160; whole, where the rules past 128 rows split 128 x 256
     }
     # 128 x 6144 x 4096 (96 tiles), 128 x 4096 x 4096 (64 x 64 tiles, one wave), 65 x 8192 x 4096 (128 tiles): one
     # wave or less; 64 rows or fewer: never

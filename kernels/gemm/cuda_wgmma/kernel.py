@@ -453,14 +453,14 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
-    if few and narrow is not None and sms // 2 < tiles(narrow) <= sms:
-        build = narrow  # rule 1's NARROW: one wave of 64 x 64 tiles, whole
-    elif few and narrow is not None and FEW["NARROW_SPLIT"] and tiles(narrow) <= sms // 2 and \
-            tiles(narrow) * k_parts(narrow) > tiles(few_build) * k_parts(few_build):
-        build = narrow  # NARROW_SPLIT: more units of 64 x 64 split in K
-    elif few and narrow is not None and M <= FEW["NARROW_WAVES"] and tiles(narrow) > sms and \
-            -(-tiles(narrow) // sms) < 2 * -(-tiles(few_build) // sms):
-        return Plan(narrow, tiles(narrow), tiles(narrow), 1)  # NARROW_WAVES: more waves, half as long, all whole
+    if few and narrow is not None:  # rule 1's choices of the 64 x 64 tiles
+        count = tiles(narrow)
+        if sms // 2 < count <= sms:
+            build = narrow  # NARROW: one wave of them, whole
+        elif FEW["NARROW_SPLIT"] and count <= sms // 2 and count * k_parts(narrow) > tiles(build) * k_parts(build):
+            build = narrow  # NARROW_SPLIT: more units of them split in K
+        elif M <= FEW["NARROW_WAVES"] and count > sms and -(-count // sms) < 2 * -(-tiles(build) // sms):
+            return Plan(narrow, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
