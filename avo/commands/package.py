@@ -61,6 +61,11 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
         if not keep_slower and manifest["kernel"] != "python" and measured["timing"] == "gpu":
             print("other shapes inside the guard's ranges: checked and timed by their first call on the user's GPU, "
                   "kernel against library, and judged by the same rules")
+            capabilities = manifest["guard"].get("capabilities") or []
+            if capabilities:
+                kin = " or ".join(".".join(map(str, c)) for c in capabilities)
+                print(f"on a GPU other than {where} of compute capability {kin}: every covered shape judged so; on "
+                      f"any other GPU every call goes to the library")
     hosted = host_times(manifest)
     if hosted:
         print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "

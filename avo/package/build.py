@@ -27,7 +27,7 @@ from string import Template
 from avo import tasks
 from avo.errors import UserError
 from avo.package.candidate import Chosen, choose
-from avo.package.coverage import case_shapes, covered, library_faster
+from avo.package.coverage import capability_of, case_shapes, covered, library_faster
 from avo.package.manifest import manifest_for, requirements
 from avo.package.vendor import imports_of, rewrite, vendor_cuda
 from avo.run.directory import Run
@@ -77,7 +77,7 @@ def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmea
     task = tasks.load(chosen.task, recorded(run.info().get("config")))  # a workload's cases known by name
     shapes, unread = case_shapes(task, chosen.result)
     measured_on = chosen.result.versions.get("gpu_device", "") if chosen.result.timing_source == "gpu" else ""
-    guard = covered(chosen.task, shapes, measured_on)
+    guard = covered(chosen.task, shapes, measured_on, capability_of(chosen.result) if measured_on else None)
     guard["library_faster"] = {**library_faster(task, chosen.result, weigh_host=weigh_host),
                                "enforced": not keep_slower}
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"

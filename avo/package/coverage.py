@@ -13,6 +13,7 @@ import statistics
 
 from avo.errors import UserError
 from avo.evaluate.result import geomean
+from avo.gpus import profile_named
 from avo.tasks import SUITES
 
 RANGES = {"attention": ("B", "Hq", "Hkv", "S", "group"), "gemm": ("M", "N", "K")}
@@ -54,14 +55,26 @@ def _from_name(task: str, name: str) -> dict | None:
     return {key: (value is not None) if key == "causal" else int(value) for key, value in match.groupdict().items()}
 
 
-def covered(task: str, shapes: list[dict], gpu_device: str) -> dict:
-    """The guard's section of MANIFEST.json: what an input must match to reach the kernel."""
+def capability_of(result) -> list[int]:
+    """The compute capability of the GPU `result` was timed on, as the evaluator recorded it, else as avo's profile of
+    that GPU's name says; [] where neither tells (the guard then takes no other GPU as the run's kin)."""
+    recorded = result.versions.get("gpu_capability")
+    if recorded:
+        return [int(part) for part in recorded.split(".")]
+    profile = profile_named(result.versions.get("gpu_device", ""))
+    return list(profile.compute_capability) if profile is not None else []
+
+
+def covered(task: str, shapes: list[dict], gpu_device: str, capability: list[int] | None = None) -> dict:
+    """The guard's section of MANIFEST.json: what an input must match to reach the kernel. On a GPU other than
+    `gpu_device` of the same `capability`, every covered shape is judged by its first call (the package's guard)."""
     if not shapes:
         raise UserError("the candidate's evaluation names no case whose shape avo can read: nothing to guard with")
     rows = [dict(s, group=s["Hq"] // s["Hkv"]) if task == "attention" else s for s in shapes]
     return {
         "device": "cuda",
         "device_names": [gpu_device] if gpu_device else [],
+        "capabilities": [capability] if gpu_device and capability else [],
         "dtypes": sorted({row["dtype"] for row in rows}),
         "contiguous": True,
         "ranges": {dim: [min(row[dim] for row in rows), max(row[dim] for row in rows)] for dim in RANGES[task]},

@@ -68,8 +68,13 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
     assert error <= tolerance and compiled_error <= tolerance
     # The attention call goes where the package's manifest says: the library at the timed shapes it lists (S 1024,
     # 0.980x on the GPU; S 4096, 1.022x but 4 µs of GPU time saved for 14 µs of host time added), else the kernel.
+    # On another GPU of the run's compute capability (guard.ANOTHER_GPU) each shape's first call here decides.
     att_calls, att_fallbacks = calls['attention']
-    if [1, 32, 8, seq, 64, True, "bfloat16"] in attention.MANIFEST["guard"]["library_faster"]["shapes"]:
+    kin = attention._guard._gpu_refusal(0) == attention._guard.ANOTHER_GPU
+    print(f"  first calls on this GPU: attention {attention._guard._FIRST}, gemm {gemm._guard._FIRST}" if kin else "")
+    if kin:
+        assert att_calls.get("op") == 1 and all(r.endswith(TIMED) for r in att_fallbacks), calls['attention']
+    elif [1, 32, 8, seq, 64, True, "bfloat16"] in attention.MANIFEST["guard"]["library_faster"]["shapes"]:
         assert att_calls.get("library") == 1 and att_fallbacks, calls['attention']
         assert all(r.startswith(("measured slower", "saves less GPU time")) for r in att_fallbacks), att_fallbacks
     else:
@@ -78,6 +83,6 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
     # reaches the kernel where its first call timed the kernel reading the weight in place worth it: more GPU time
     # saved than host time added against cuBLAS.
     gemm_calls, gemm_fallbacks = calls['gemm']
-    assert gemm_calls.get("kernel", 0) + gemm_calls.get("library", 0) == 4 and gemm_calls.get("kernel", 0) <= 1
+    assert gemm_calls.get("kernel", 0) + gemm_calls.get("library", 0) == 4 and (kin or gemm_calls.get("kernel", 0) <= 1)
     assert all(r.startswith("measured slower") or r.startswith("layout (") and r.endswith(TIMED)
-               for r in gemm_fallbacks), gemm_fallbacks
+               or kin and r.endswith(TIMED) for r in gemm_fallbacks), gemm_fallbacks

@@ -288,5 +288,7 @@ def _base_fields(ctx: Context) -> dict:
     versions = {"python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__,
                 "cuda": torch.version.cuda or "none"}
     versions["gpu_device"] = torch.cuda.get_device_name() if ctx.device == "cuda" else "none (interpreter)"
+    if ctx.device == "cuda":
+        versions["gpu_capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
     return {"device": ctx.device, "gpu": ctx.gpu.name, "library": ctx.task.library_name(), "versions": versions,
             "seed": ctx.seed, "ops": ctx.ops}

@@ -7,7 +7,9 @@ shapes at which the library measured faster than the kernel on the GPU, or at wh
 per call than it added host time: those go to the library too, unless it was packaged with --keep-slower
 ("enforced" false). A covered shape that is none of its "timed_shapes" (a range holds the shapes between the timed
 ones, and a model's may be none of them) is checked and timed by its first call here, kernel against library, on the
-caller's GPU, and judged by the same rules (first_call).
+caller's GPU, and judged by the same rules (first_call). On a GPU other than the run's, of the same compute capability
+("capabilities"), nothing the run timed holds: every covered shape is judged so. On any other GPU the library takes
+every call.
 """
 
 from __future__ import annotations
@@ -49,14 +51,27 @@ _FIRST_CALLS = bool(_FASTER["enforced"]) and "timed_shapes" in _FASTER
 
 
 _GPUS: dict[int, str | None] = {}
+_CAPABILITIES = [tuple(capability) for capability in COVERED.get("capabilities", ())]
+ANOTHER_GPU = "another GPU of the run's architecture"
+"""_gpu_refusal's answer on a GPU the run never ran on whose compute capability is the run's GPU's: no refusal, but
+nothing the run timed holds there, so every covered shape is judged by its first call (untimed, first_call), where
+the package does that (not packaged with --keep-slower)."""
 
 
 @torch.compiler.assume_constant_result  # torch.compile tracing a route (patch.py) takes its answer as it is
 def _gpu_refusal(index: int) -> str | None:
+    """None on the GPU the run measured on; ANOTHER_GPU on another of its compute capability where first calls are
+    judged; else why the library takes every call on this GPU."""
     if index not in _GPUS:
         names = COVERED["device_names"]
         name = torch.cuda.get_device_name(index) if names else ""
-        _GPUS[index] = f"gpu {name}" if names and name not in names else None
+        if not names or name in names:
+            _GPUS[index] = None
+        elif _FIRST_CALLS and torch.cuda.get_device_capability(index) in _CAPABILITIES:
+            _GPUS[index] = ANOTHER_GPU
+        else:
+            capability = ".".join(map(str, torch.cuda.get_device_capability(index)))
+            _GPUS[index] = f"gpu {name} (compute capability {capability}; the run measured on {', '.join(names)})"
     return _GPUS[index]
 
 
@@ -120,11 +135,12 @@ def counted(calls, fallbacks, reason: str | None, entry: str, tensor: torch.Tens
 
 
 def untimed(dims: dict, dtype, device: torch.device) -> bool:
-    """Whether the run never timed this covered shape (its exact dims and dtype) and its first call here can time the
-    kernel against the library (first_call): on a device in TIMED_ON; elsewhere the kernel takes it, as the guard's
-    ranges say."""
+    """Whether the run never timed this covered shape (its exact dims and dtype), or timed it on another GPU than
+    this one (ANOTHER_GPU), and its first call here can time the kernel against the library (first_call): on a
+    device in TIMED_ON; elsewhere the kernel takes it, as the guard's ranges say."""
     return (_FIRST_CALLS and device.type in TIMED_ON
-            and (*[dims[dim] for dim in _SLOWER_DIMS], dtype) not in _TIMED_SHAPES)
+            and ((*[dims[dim] for dim in _SLOWER_DIMS], dtype) not in _TIMED_SHAPES
+                 or _gpu_refusal(device.index or 0) == ANOTHER_GPU))
 
 
 def capturing() -> bool:
@@ -259,7 +275,7 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
         if _CONTIGUOUS and not t.is_contiguous():
             return "layout (not contiguous)"
     gpu = _gpu_refusal(device.index or 0)
-    if gpu is not None:
+    if gpu is not None and gpu != ANOTHER_GPU:
         return gpu
     if dtype not in _DTYPES:
         return f"dtype {str(dtype).removeprefix('torch.')}"
@@ -269,6 +285,6 @@ def refusal(tensors: tuple[torch.Tensor, ...], dims: dict) -> str | None:
     for dim, allowed, values in _VALUES:
         if dims[dim] not in allowed:
             return f"{dim}={dims[dim]} not among {values}"
-    if _SLOWER:
+    if _SLOWER and gpu is None:  # the run's timings, on the GPU they were taken on
         return _SLOWER.get((*[dims[dim] for dim in _SLOWER_DIMS], dtype))
     return None
