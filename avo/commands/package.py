@@ -48,6 +48,21 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
     ranges = ", ".join(f"{d} {lo}..{hi}" for d, (lo, hi) in manifest["guard"]["ranges"].items())
     values = ", ".join(f"{d} {v}" for d, v in manifest["guard"]["values"].items())
     print(f"guard: {', '.join(manifest['guard']['dtypes'])}; {ranges}" + (f"; {values}" if values else ""))
+    _say_timed_shapes(manifest, keep_slower, where)
+    hosted = host_times(manifest)
+    if hosted:
+        print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "
+              f"{hosted[1]:.0f} µs; the speedups are GPU time, and a model that waits on each call pays the difference")
+    if manifest["kernel"] == "cuda" or manifest["cuda_graphs"]:
+        print("CUDA graphs: " + ("kernel.py declares CUDA_GRAPHS: the kernel runs inside a torch.cuda.graph capture"
+                                 if manifest["cuda_graphs"] else "kernel.py does not declare CUDA_GRAPHS: inside a "
+                                 "CUDA graph capture the library takes the calls"))
+    print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")
+
+
+def _say_timed_shapes(manifest: dict, keep_slower: bool, where: str) -> None:
+    """Which timed shapes the guard leaves to the library, and how shapes and GPUs the run never timed are judged."""
+    measured = manifest["measured"]
     faster = manifest["guard"]["library_faster"]
     if faster["timed"]:
         kept = "kept on the kernel (--keep-slower)" if keep_slower else "left to the library"
@@ -66,12 +81,3 @@ def package(run: str = typer.Argument(..., help="Run id, path, or 'latest'."),
                 kin = " or ".join(".".join(map(str, c)) for c in capabilities)
                 print(f"on a GPU other than {where} of compute capability {kin}: every covered shape judged so; on "
                       f"any other GPU every call goes to the library")
-    hosted = host_times(manifest)
-    if hosted:
-        print(f"host time per call (median of {hosted[2]} timed cases): kernel {hosted[0]:.0f} µs, library "
-              f"{hosted[1]:.0f} µs; the speedups are GPU time, and a model that waits on each call pays the difference")
-    if manifest["kernel"] == "cuda" or manifest["cuda_graphs"]:
-        print("CUDA graphs: " + ("kernel.py declares CUDA_GRAPHS: the kernel runs inside a torch.cuda.graph capture"
-                                 if manifest["cuda_graphs"] else "kernel.py does not declare CUDA_GRAPHS: inside a "
-                                 "CUDA graph capture the library takes the calls"))
-    print(f"install: pip install {built.out}   then: import {built.name}   (op {built.name}::{manifest['op']})")

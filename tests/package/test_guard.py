@@ -83,6 +83,8 @@ def test_the_manifest_lists_each_timed_shape_the_library_won(runs, tmp_path, cap
     assert "1.022x (saves 4 µs of GPU time, adds 14 µs of host time)" in printed
     # The shapes between the timed ones: checked and timed by their first call, except with --keep-slower.
     assert printed.count("other shapes inside the guard's ranges: checked and timed by their first call") == 2
+    assert printed.count("on a GPU other than NVIDIA H200 of compute capability 9.0: every covered shape judged so; "
+                         "on any other GPU every call goes to the library") == 2
 
 
 def test_a_run_without_the_library_host_times_is_judged_by_gpu_time_alone(runs, tmp_path):
