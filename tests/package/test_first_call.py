@@ -185,7 +185,8 @@ def test_on_another_gpu_of_the_runs_capability_every_shape_is_judged_by_its_firs
     name, capability = {"run's": ("NVIDIA H200", (9, 0)), "kin": ("NVIDIA H100 80GB HBM3", (9, 0)),
                         "other": ("NVIDIA A100-SXM4-80GB", (8, 0))}[gpu]
     slower = {**TIMED, "shapes": [[8, 24, 40, "bfloat16"]], "speedups": [0.9], "reasons": ["gpu"], "host_us": [None]}
-    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, f"first_gpu_{capability[0]}_{len(name)}", GEMM, device="cpu", device_names=["NVIDIA H200"], capabilities=[[9, 0]],
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, f"first_gpu_{gpu[:3].strip(chr(39))}", GEMM,
+                              device="cpu", device_names=["NVIDIA H200"], capabilities=[[9, 0]],
                               library_faster=slower)
     timed = _timer(pkg, monkeypatch, ((1.0, 10.0), (2.0, 10.0)))  # the kernel twice as fast on this GPU
     monkeypatch.setattr(pkg._guard.torch.cuda, "get_device_name", lambda index=None: name)
@@ -199,3 +200,42 @@ def test_on_another_gpu_of_the_runs_capability_every_shape_is_judged_by_its_firs
     else:
         assert timed == [] and seen == [] and pkg.fallbacks == {
             "gpu NVIDIA A100-SXM4-80GB (compute capability 8.0; the run measured on NVIDIA H200)": 4}
+
+
+def test_a_first_calls_timing_keeps_the_hosts_queueing_off_the_gpus_clock(runs, tmp_path, monkeypatch):
+    """Before each timed round the device spins for longer than the host took to queue a call, so the round's
+    events time the GPU's work, not a wrapper's host time (as the run's evaluator does): the spin, then the start
+    event, the calls, the end event; a warm-up call before each spin gauges its length."""
+    pkg = package_with_kernel(runs, GEMM_TRITON, tmp_path, "first_spin", GEMM, device="cpu", device_names=[],
+                              library_faster=TIMED)
+    guard, log = pkg._guard, []
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            log.append("event")
+            self.at = len(log)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return float(end.at - self.at)
+
+    monkeypatch.setattr(guard.torch.cuda, "Event", Event)
+    monkeypatch.setattr(guard.torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
+    ticks = iter(range(0, 10**9, 50))  # the host clock: 50 µs between any two readings
+    monkeypatch.setattr(guard.time, "perf_counter", lambda: next(ticks) * 1e-6)
+    times = guard.best_times(lambda: log.append("ours"), lambda: log.append("library"))
+    rounds = [log[i:i + 9] for i in range(0, len(log), 9)]
+    assert len(rounds) == guard.TIMING_ROUNDS * 2 and len(log) == 9 * len(rounds)
+    for n, round_ in enumerate(rounds):
+        name = ("ours", "library")[n % 2]
+        assert round_[0] == name and round_[2] == "event" and round_[3:8] == [name] * 5 and round_[8] == "event"
+        # the warm-up call took 50 µs of host time: a spin of 2 x 5 x 50 µs
+        spin, cycles = round_[1]
+        assert spin == "spin" and abs(cycles - guard.SPIN_FIT * guard.TIMING_CALLS * 50 * guard.SPIN_CYCLES_PER_US) <= 1
+    # the events' stand-in time per call; the host's µs per call (one 50 µs tick over the five calls)
+    assert times == [(pytest.approx(6.0 / guard.TIMING_CALLS), pytest.approx(10.0))] * 2

@@ -212,15 +212,26 @@ def _error(out: torch.Tensor, expected: torch.Tensor) -> float:
     return difference / scale if scale else (0.0 if difference == 0.0 else float("inf"))
 
 
+SPIN_CYCLES_PER_US, SPIN_FIT, SPIN_MAX_US = 2000, 2.0, 20000.0
+"""Before each round's start event the device spins (torch.cuda._sleep, about 2,000 cycles a µs; longer at lower
+clocks) for SPIN_FIT times what the host took to queue the round's calls, gauged by a warm-up call, at most
+SPIN_MAX_US: the host queues the calls while the device is busy, so the events time the GPU's work alone, not the
+host's, as the run's evaluator does. (A shape whose kernel takes less GPU time than its wrapper takes host time would
+otherwise read as the host's speed.)"""
+
+
 def best_times(*calls) -> list[tuple[float, float]]:
     """(ms on the GPU, µs of host time) per call of each of `calls`, each the best over TIMING_ROUNDS rounds of
-    TIMING_CALLS calls, the calls alternating round by round (CUDA events on the current stream; the host's time
-    to queue the round's calls)."""
+    TIMING_CALLS calls, the calls alternating round by round (CUDA events on the current stream, behind a spin that
+    keeps the host's queueing off the clock; the host's time to queue the round's calls)."""
     best = [(float("inf"), float("inf"))] * len(calls)
     for _ in range(TIMING_ROUNDS):
         for i, call in enumerate(calls):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began = time.perf_counter()
             call()
+            warm_us = (time.perf_counter() - began) * 1e6
+            torch.cuda._sleep(int(min(SPIN_MAX_US, SPIN_FIT * TIMING_CALLS * warm_us) * SPIN_CYCLES_PER_US))
             start.record()
             began = time.perf_counter()
             for _ in range(TIMING_CALLS):
