@@ -29,6 +29,9 @@ def test_good_kernel_on_the_gpu(gemm_evaluator):
     r = gemm_evaluator.evaluate(KERNELS / "good_gemm")
     assert r.status == "correct", r.message
     assert r.timing_source == "gpu" and r.versions["gpu_device"] != ""
+    import torch  # the capability a package's guard compares another GPU's with
+
+    assert r.versions["gpu_capability"] == ".".join(map(str, torch.cuda.get_device_capability()))
     bench = r.bench_cases()
     assert len(bench) == 4 and all(c.correct for c in bench)
     assert all(c.tflops > 1 and c.library_tflops > 100 and c.spread < 0.2 for c in bench)
