@@ -77,7 +77,7 @@ def build(run: Run, rev: str, out: Path, *, name: str | None = None, allow_unmea
     task = tasks.load(chosen.task, recorded(run.info().get("config")))  # a workload's cases known by name
     shapes, unread = case_shapes(task, chosen.result)
     measured_on = chosen.result.versions.get("gpu_device", "") if chosen.result.timing_source == "gpu" else ""
-    guard = covered(chosen.task, shapes, measured_on, capability_of(chosen.result) if measured_on else None)
+    guard = covered(chosen.task, shapes, measured_on, capability_of(chosen.result))
     guard["library_faster"] = {**library_faster(task, chosen.result, weigh_host=weigh_host),
                                "enforced": not keep_slower}
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"

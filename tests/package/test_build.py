@@ -9,7 +9,7 @@ import pytest
 from package_runs import ATTENTION_TRITON, EXAMPLES, GEMM_CUDA, KERNELBENCH, example_run
 
 from avo.cli import main
-from avo.package.coverage import _from_name, case_shapes
+from avo.package.coverage import _from_name, capability_of, case_shapes
 from avo.package.vendor import imports_of
 from avo.run.directory import Run
 from avo.tasks import load
@@ -186,3 +186,14 @@ def test_the_host_time_per_call_of_kernel_and_library_is_summed_up_where_both_we
              {"host_us": 70.0, "library_host_us": None}, {"host_us": None, "library_host_us": None}]
     assert host_times({"cases": cases}) == (85.0, 29.0, 2)
     assert host_times({"cases": cases[2:]}) is None  # a run recorded before the library's host time was kept
+
+
+def test_the_runs_compute_capability_as_recorded_else_by_the_gpus_name():
+    from types import SimpleNamespace
+
+    def result(**versions):
+        return SimpleNamespace(versions=versions)
+
+    assert capability_of(result(gpu_capability="10.0", gpu_device="NVIDIA H200")) == [10, 0]  # recorded wins
+    assert capability_of(result(gpu_device="NVIDIA H100 80GB HBM3")) == [9, 0]  # a run recorded before it was kept
+    assert capability_of(result(gpu_device="none (interpreter)")) == capability_of(result()) == []

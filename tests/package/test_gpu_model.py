@@ -71,8 +71,8 @@ def test_the_models_block_under_its_runs_packages(packages, seq):
     # On another GPU of the run's compute capability (guard.ANOTHER_GPU) each shape's first call here decides.
     att_calls, att_fallbacks = calls['attention']
     kin = attention._guard._gpu_refusal(0) == attention._guard.ANOTHER_GPU
-    print(f"  first calls on this GPU: attention {attention._guard._FIRST}, gemm {gemm._guard._FIRST}" if kin else "")
     if kin:
+        print(f"  first calls on this GPU: attention {attention._guard._FIRST}, gemm {gemm._guard._FIRST}")
         assert att_calls.get("op") == 1 and all(r.endswith(TIMED) for r in att_fallbacks), calls['attention']
     elif [1, 32, 8, seq, 64, True, "bfloat16"] in attention.MANIFEST["guard"]["library_faster"]["shapes"]:
         assert att_calls.get("library") == 1 and att_fallbacks, calls['attention']

@@ -65,13 +65,14 @@ def _gpu_refusal(index: int) -> str | None:
     if index not in _GPUS:
         names = COVERED["device_names"]
         name = torch.cuda.get_device_name(index) if names else ""
-        if not names or name in names:
+        capability = torch.cuda.get_device_capability(index) if names and name not in names else None
+        if capability is None:
             _GPUS[index] = None
-        elif _FIRST_CALLS and torch.cuda.get_device_capability(index) in _CAPABILITIES:
+        elif _FIRST_CALLS and capability in _CAPABILITIES:
             _GPUS[index] = ANOTHER_GPU
         else:
-            capability = ".".join(map(str, torch.cuda.get_device_capability(index)))
-            _GPUS[index] = f"gpu {name} (compute capability {capability}; the run measured on {', '.join(names)})"
+            _GPUS[index] = (f"gpu {name} (compute capability {'.'.join(map(str, capability))}; the run measured on "
+                            f"{', '.join(names)})")
     return _GPUS[index]
 
 
