@@ -15,7 +15,9 @@ last full wave and past the last two, with up to 1, 4 or 8 tiles of a tile colum
 all of them (`streamfeww1l1`, `streamfeww0l1`); and a tall 256 x 128 tile (two 128-row consumers, `tall`) with its
 own plan and stream-K past the full waves or over all its tiles (`talls128w1l1`, `talls128w0l1`), up to
 `--tall-max-m` rows. `--variant LABEL:KNOB=VALUE,...` (repeatable) adds to `--plans` the seed's own plan with those
-knobs set (bucketed entries as KNOB@BUCKET), to see which entry pays in which group of rows.
+knobs set (bucketed entries as KNOB@BUCKET), to see which entry pays in which group of rows. `--other LABEL:FOLDER`
+(repeatable) adds another copy of the seed (the tree's gemm.cu before a change, say) with its own plan;
+`--plan-only` leaves out the plan's split-tail and stream-K alternatives.
 
     python3 scripts/gemm_config_sweep.py --plans --shapes 1024x3072x2048 --variant deep:STAGES_192=4
     python3 scripts/gemm_config_sweep.py --suite wide --max-m 1024 --json sweep.json
@@ -60,17 +62,18 @@ def stream_name(width, waves: int, lanes: int, prefix: str = "stream") -> str:
     return f"{prefix}{width}w{waves}l{lanes}"
 
 
-def variant(name: str, settings: dict, root: Path):
-    """The seed with `settings` written into its knobs (the heuristic agent's own editor), loaded."""
+def variant(name: str, settings: dict, root: Path, seed: Path = SEED):
+    """The seed (or another copy of it, `seed`) with `settings` written into its knobs (the heuristic agent's own
+    editor), loaded."""
     from avo.agent.heuristic.knobs import render
     from avo.evaluate.worker.loader import load_entry
 
     folder = root / name
     folder.mkdir()
-    for path in SEED.iterdir():
+    for path in seed.iterdir():
         if path.is_file():
             (folder / path.name).write_bytes(path.read_bytes())
-    (folder / "kernel.py").write_text(render((SEED / "kernel.py").read_text(), settings))
+    (folder / "kernel.py").write_text(render((seed / "kernel.py").read_text(), settings))
     return load_entry(folder, "gemm")
 
 
@@ -121,7 +124,8 @@ def options(args, m: int) -> list[tuple[str, str, int]]:
     if args.plans or args.stream:
         few = m <= 64
         tall = args.stream and not few and m <= args.tall_max_m
-        return [(name, "own", 0) for name in (*PLANS, *args.variant)] + \
+        plans = ["plan"] if args.plan_only else list(PLANS)
+        return [(name, "own", 0) for name in (*plans, *args.variant, *args.other)] + \
             [(stream_name(*forced), "stream", forced[:2]) for forced in (FEW_STREAMS if few else STREAMS)
              if args.stream] + \
             [("tall", "own", 0)] * tall + \
@@ -162,20 +166,24 @@ def main() -> None:
     parser.add_argument("--splits", type=_ints, default="1,2,3,4,6,8", help="split-K parts to time")
     parser.add_argument("--tails", type=_ints, default="2,3,4", help="split-tail parts to time")
     parser.add_argument("--plans", action="store_true", help="only the seed's own plan, split tail on and off")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="with --plans: the seed's plan without its split-tail and stream-K alternatives")
     parser.add_argument("--stream", action="store_true", help="the plans, and stream-K forced per width and waves")
     parser.add_argument("--tall-max-m", type=int, default=1024, help="--stream: the tall tile up to these rows")
     parser.add_argument("--variant", type=_variant, action="append", default=[],
                         help="LABEL:KNOB=VALUE,... the seed's plan with those knobs set, timed with --plans")
+    parser.add_argument("--other", type=_other, action="append", default=[],
+                        help="LABEL:FOLDER another copy of the seed (an older gemm.cu, say), its own plan timed beside")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    args.variant = dict(args.variant)
+    args.variant, args.other = dict(args.variant), dict(args.other)
     root, known, cfg, gpu = Path(tempfile.mkdtemp()), settings(args.variant), EvalConfig(), resolve("auto", "cuda")
     entries: dict = {}
 
     def entry(label: str, name: str, work: str, parts):
         """One loaded variant per configuration timed (forcing a plan rewrites the variant's wrapper)."""
         if label not in entries:
-            gemm = variant(label.replace(":", "-"), known[name], root)
+            gemm = variant(label.replace(":", "-"), known.get(name, {}), root, args.other.get(name, SEED))
             entries[label] = forced_stream(gemm, *parts) if work == "stream" else \
                 forced(gemm, work, parts) if work != "own" else gemm
         return entries[label]
@@ -271,6 +279,13 @@ def _variant(text: str) -> tuple[str, dict]:
     if not label.isidentifier() or not found:
         raise argparse.ArgumentTypeError(f"{text!r}: give LABEL:KNOB=VALUE,... (e.g. lag:MMA_LAG=True)")
     return label, found
+
+
+def _other(text: str) -> tuple[str, Path]:
+    label, _, folder = text.partition(":")
+    if not label.isidentifier() or not (Path(folder) / "kernel.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: give LABEL:FOLDER, a folder holding a copy of the seed")
+    return label, Path(folder)
 
 
 def _shapes(text: str) -> list[tuple[str, int, int, int]]:

@@ -475,6 +475,27 @@ def test_the_config_sweep_times_named_knob_variants(tmp_path):
     assert gemm.__globals__["STAGES_192"] == 4 and gemm.__globals__["MMA_LAG"] is True
 
 
+def test_the_config_sweep_times_another_copy_of_the_seed_beside_its_plan(tmp_path):
+    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    older = tmp_path / "older"
+    older.mkdir()
+    for path in SEED.iterdir():
+        if path.is_file():
+            (older / path.name).write_bytes(path.read_bytes().replace(b"GROUP_M = 8 ", b"GROUP_M = 4 "))
+    assert sweep._other(f"old:{older}") == ("old", older)
+    for bad in (f"1x:{older}", f"old:{tmp_path / 'none'}", "old"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            sweep._other(bad)
+    gemm = sweep.variant("old", {}, tmp_path, older)  # the copy's own knobs, not the seed's
+    assert gemm.__globals__["GROUP_M"] == 4 and load_entry(SEED, "gemm").__globals__["GROUP_M"] == 8
+    args = argparse.Namespace(plans=True, stream=False, plan_only=True, variant={"deep": {}}, other={"old": older})
+    assert sweep.options(args, 256) == [("plan", "own", 0), ("deep", "own", 0), ("old", "own", 0)]
+    args.plan_only = False
+    assert [name for name, _, _ in sweep.options(args, 256)] == [*sweep.PLANS, "deep", "old"]
+
+
 def test_the_config_sweep_prints_its_speedups_as_a_table():
     spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
     sweep = importlib.util.module_from_spec(spec)
