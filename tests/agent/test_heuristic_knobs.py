@@ -140,6 +140,11 @@ def test_a_warp_specialized_cuda_seed_is_read_with_its_fixed_constants():
     assert "shared memory" in infeasible(shape, dict(point, STAGES=4))
     assert infeasible(shape, dict(point, STAGES=4, TMA_STORE=False)) is None
     assert infeasible(shape, dict(point, BLOCK_M=256, BLOCK_N=128)) is None
+    # C stored in two rounds (EPILOGUE_SPLIT) stages half the tile: room for a fourth stage
+    assert shape.roles["epilogue_split"] == "EPILOGUE_SPLIT"
+    rounds = dict(point, STAGES=4, EPILOGUE_SPLIT=2)
+    assert smem_bytes(shape, rounds) == (4 * (128 * 64 + 64 * 256) + 128 * 256 // 2) * 2
+    assert infeasible(shape, rounds) is None and infeasible(shape, dict(rounds, STAGES_192=5)) is None
     off = estimate(shape, dict(point, TMA_STORE=False), point, None)
     assert off.gain > 0 and "copy engine stores C" in off.reason
     assert "multicasts" in estimate(shape, point, dict(point, CLUSTER_M=2), None).reason

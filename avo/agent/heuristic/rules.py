@@ -158,12 +158,14 @@ def as_width(shape: Shape, point: Point, width: int, stages: int) -> Point:
 
 
 def staging_elements(shape: Shape, point: Point) -> int:
-    """Elements of the C tile staged in shared memory for a TMA store: the whole tile when a `tma_store` flag is on,
-    one of EPILOGUE_SPLIT column slices where that knob exists, none otherwise."""
+    """Elements of the C tile staged in shared memory for a TMA store: one of EPILOGUE_SPLIT slices where that knob
+    exists (the whole tile without it) when a `tma_store` flag is on or the kernel has the knob and no such flag;
+    none otherwise."""
     bm, bn = shape.get(point, "bm", 64), shape.get(point, "bn", 64)
-    if shape.kind != "attention" and _flag_on(point, "tma_store"):
-        return bm * bn
-    if "epilogue_split" in shape.roles:
+    if shape.kind == "attention":
+        return 0
+    flags = [v for k, v in point.items() if isinstance(v, bool) and "tma_store" in k.lower()]
+    if any(flags) or (not flags and "epilogue_split" in shape.roles):
         return bm * bn // max(shape.get(point, "epilogue_split", 1), 1)
     return 0
 

@@ -122,6 +122,11 @@ STAGES = 3  # avo: tune 2 3 4 5 6
 # side by side on the H200 (BENCHMARKS.md); at 1024 x 2048 x 8192 a fifth read 0.918 and a sixth 0.914 against
 # 0.899 at 4. (STAGES 4 to 6 on the 256-wide tile run with the 3 that fit; they once failed to launch.)
 STAGES_192 = 3  # avo: tune 2 3 4
+# EPILOGUE_SPLIT: the 256-, 192- and 128-wide tiles' C leaves in this many rounds per consumer, its 64 x 64 boxes
+# staged a round at a time (gemm.cu's C_STAGED), as the 320-wide tile's do (STAGED_320), so that the staging buffer
+# leaves room for another stage: in 2 rounds, 4 stages of the 256-wide tile fit (4 x 48 + 32 KB), where staged whole
+# 3 do. Not yet timed: 1 (the tile staged whole, as every figure above was measured).
+EPILOGUE_SPLIT = 1  # avo: tune 1 2 4
 STAGES_128 = 6  # avo: tune 3 4 5 6
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
 # alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
@@ -267,6 +272,15 @@ _NARROW = _few_build(64, FEW["NARROW_STAGES"]) if FEW["NARROW"] else None
 _FEW_M64 = _FEW if FEW["STAGES_M64"] == FEW["STAGES"] else _few_build(FEW["BLOCK_N"], FEW["STAGES_M64"])
 _NARROW_M64 = _NARROW if _NARROW is None or FEW["NARROW_STAGES_M64"] == FEW["NARROW_STAGES"] else \
     _few_build(64, FEW["NARROW_STAGES_M64"])
+
+
+def _rounds(width: int) -> int:
+    """C_STAGED for a `width`-wide tile of two consumers: its boxes per consumer over EPILOGUE_SPLIT rounds (0: all
+    at once)."""
+    boxes = BLOCK_M // CONSUMERS * width // (64 * 64)
+    return 0 if EPILOGUE_SPLIT <= 1 else max(1, boxes // EPILOGUE_SPLIT)
+
+
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
 # loads an equal share of a tile's 64-column boxes of B: a 192-wide tile has three, so two blocks cannot share it
 # and that width is left out.
@@ -274,7 +288,7 @@ _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n
 if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
     _WIDTHS.insert(1, 320)
 _LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(n) if n != BLOCK_N
-                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else 0, WIDTH_RATE[n],
+                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else _rounds(n), WIDTH_RATE[n],
                     ACC_SETS_128 if n == 128 else 1) for n in _WIDTHS}
 _SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
                 RATE_SHORT) if SHORT_N else None
