@@ -211,6 +211,25 @@ def test_an_epilogue_split_frees_shared_memory_for_another_stage():
     assert infeasible(shape, dict(point, NUM_STAGES=4, EPILOGUE_SPLIT=2)) is None
 
 
+def test_a_deeper_ring_that_does_not_fit_is_repaired_by_an_epilogue_split():
+    """A move to more stages than fit beside the whole C tile is made with C stored in slices (the search's repair
+    of a move that set the stages), on a Triton seed and on cuda_wgmma, whose 256-wide tile then takes 4 stages."""
+    from avo.agent.heuristic.rules import fixed_roles
+    from avo.agent.heuristic.search import Search
+
+    for seed, stages in (("triton_tma_persistent", "NUM_STAGES"), ("cuda_wgmma", "STAGES")):
+        text = (KERNELS / "gemm" / seed / "kernel.py").read_text()
+        knobs = [k for k in parse_knobs(text) if k.bucket is None]
+        shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+        point = point_of(knobs)
+        search = Search(knobs=knobs, shape=shape, incumbent=point, incumbent_fitness=1.0)
+        deeper = point[stages] + 1
+        assert infeasible(shape, dict(point, **{stages: deeper})), seed
+        move = search._candidate({stages: deeper}, "single")
+        assert move is not None and move.changes == {stages: (deeper - 1, deeper), "EPILOGUE_SPLIT": (1, 2)}, seed
+        assert infeasible(shape, move.point) is None
+
+
 def test_the_fa3_attention_seed_is_read_as_warp_specialized():
     """cuda_fa3 keeps every K/V stage resident (a producer fills the ring), gives its consumers 240 registers, and
     its ORDER, OVERLAP and PINGPONG knobs carry the priors measured on the H200 (each one off, or ORDER 2, lost)."""

@@ -260,10 +260,11 @@ class Search:
         return list(moves.values())
 
     def _repair(self, point: Point, fixed: set[str], shape: Shape | None = None) -> Point | None:
-        """Make a point fit by the knobs the move did not set: fewer stages for shared memory, more warps for
-        registers. None when it cannot be made to fit."""
+        """Make a point fit by the knobs the move did not set: fewer stages for shared memory (or, where the move
+        set them, C stored in more epilogue slices), more warps for registers. None when it cannot be made to fit."""
         shape = shape or self.shape
         stages, warps = shape.roles.get("stages"), shape.roles.get("warps")
+        split = shape.roles.get("epilogue_split")
         if warps and warps not in fixed and accumulator_registers(shape, point) > 128:
             for value in _numeric_choices(self.by_name[warps], above=point[warps]):
                 point = dict(point, **{warps: value})
@@ -272,6 +273,11 @@ class Search:
         if stages and stages not in fixed and infeasible(shape, point, self.smem_cap):
             for value in reversed(_numeric_choices(self.by_name[stages], below=point[stages])):
                 point = dict(point, **{stages: value})
+                if not infeasible(shape, point, self.smem_cap):
+                    break
+        if split and split not in fixed and split in point and infeasible(shape, point, self.smem_cap):
+            for value in _numeric_choices(self.by_name[split], above=point[split]):
+                point = dict(point, **{split: value})
                 if not infeasible(shape, point, self.smem_cap):
                     break
         return None if infeasible(shape, point, self.smem_cap) else point
