@@ -59,6 +59,7 @@ def settle(overrides: dict, config_file: str | None = None, resume: str | None =
         if changed:
             raise UserError(f"--{changed[0].replace('_', '-')} cannot change when resuming run {run.id}")
         config = RunConfig.load(None, {**flatten(run.config), **resumable(overrides)})
+    tasks.check_spec(config.kernel)  # a bad --kernel is named before a missing GPU is
     gpu = resolve(config.gpu, config.device)
     if config.kernel.partition("?")[0].endswith(".py"):  # a task file: stored absolute, so --resume works anywhere
         from avo.tasks.kernelbench.spec import absolute_spec

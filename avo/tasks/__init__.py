@@ -33,13 +33,21 @@ def load(spec: str, workload=None) -> Task:
     if workload is not None:
         raise UserError("a workload (--shapes, --workload, --model) goes with --kernel attention or gemm; a task "
                         "file brings its own shapes")
+    check_spec(spec)
+    try:
+        from avo.tasks.kernelbench.task import KernelBenchTask
+    except ImportError:
+        raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
+    return KernelBenchTask.from_spec(spec)
+
+
+def check_spec(spec: str) -> None:
+    """A clear error for a `--kernel` that names no task: neither a built-in name nor an existing .py file (what
+    load() would refuse, checked before anything slower, such as looking for a GPU)."""
+    if spec in ("attention", "gemm"):
+        return
     path = Path(spec.partition("?")[0])  # `problem.py?baseline=compile`: options after the path
-    if path.suffix == ".py":
-        if not path.is_file():
-            raise UserError(f"task file not found: {path}")
-        try:
-            from avo.tasks.kernelbench.task import KernelBenchTask
-        except ImportError:
-            raise UserError("KernelBench-format tasks are not supported by this version of avo") from None
-        return KernelBenchTask.from_spec(spec)
-    raise UserError(f"unknown kernel '{spec}': use attention, gemm, or a path to a KernelBench-format .py file")
+    if path.suffix != ".py":
+        raise UserError(f"unknown kernel '{spec}': use attention, gemm, or a path to a KernelBench-format .py file")
+    if not path.is_file():
+        raise UserError(f"task file not found: {path}")

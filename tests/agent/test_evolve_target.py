@@ -99,3 +99,12 @@ def test_the_default_seed_is_the_hopper_cuda_seed_where_it_can_run(monkeypatch):
             assert machine_default_seed(task, PROFILES["h200"], "cuda").name == hopper
             m.setattr(importlib.util, "find_spec", lambda module: None if module == "cupy" else object())
             assert machine_default_seed(task, PROFILES["h200"], "cuda").name == triton
+
+
+@pytest.mark.parametrize("kernel,words", [("conv", "unknown kernel 'conv'"), ("missing.py", "task file not found")])
+def test_a_bad_kernel_is_named_before_a_missing_gpu(tmp_path, capsys, monkeypatch, kernel, words):
+    monkeypatch.setattr(gpus, "nvml_device_name", lambda index=0: None)
+    code, err = evolve(tmp_path, capsys, "--kernel", str(tmp_path / kernel) if kernel.endswith(".py") else kernel,
+                       "--device", "cuda")
+    assert code == 2 and err.count("\n") == 1 and words in err, err
+    assert not list_runs(tmp_path / "runs")
