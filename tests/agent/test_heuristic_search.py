@@ -480,7 +480,9 @@ def test_a_near_miss_is_not_paired_with_changes_never_measured_alone():
                     incumbent=seed, incumbent_fitness=1.0)
     near = dict(seed, MMA_LAG=not seed["MMA_LAG"])
     search.record(Trial(point=near, status="correct", fitness=0.995))
-    moves = search.next_moves(120)  # the pairs the model expects to gain (a narrower width's stages) go first
+    # the pairs the model expects to gain go first: a narrower width's stages, and the widest's fourth (with C stored
+    # in two rounds to make room for it), each with every other knob
+    moves = search.next_moves(200)
     alone: set = set()
     for m in moves:
         if m.kind == "single":

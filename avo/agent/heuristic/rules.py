@@ -123,10 +123,6 @@ def role_on(shape: Shape, point: Point, role: str) -> bool:
     return bool(name and point.get(name) is True)
 
 
-def _flag_on(point: Point, part: str) -> bool:
-    return any(isinstance(v, bool) and v and part in k.lower() for k, v in point.items())
-
-
 def tile(shape: Shape, point: Point) -> tuple[int, int, int, int, int]:
     """(block_m, block_n, block_k, warps, stages) with the usual Triton defaults for missing knobs. In a
     warp-specialized kernel the warps are those of its consumer (tensor-core) warpgroups."""
