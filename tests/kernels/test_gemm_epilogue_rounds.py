@@ -11,7 +11,7 @@ from pathlib import Path
 import needs
 import pytest
 import torch
-from test_gemm_splitk import arrivals_reset, check_repeatable
+from test_gemm_splitk import arrivals_reset, check_repeatable, work
 
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
@@ -55,8 +55,6 @@ def test_rounds_leave_room_for_a_fourth_stage_of_the_256_wide_tile(tmp_path):
 
 
 def test_the_wrapper_plans_each_kind_of_work_on_the_deeper_builds(tmp_path):
-    from test_gemm_splitk import work
-
     g = seed_with(tmp_path, DEEPER)[1].__globals__
     for (m, n, k), (width, kind) in SHAPES.items():
         plan = g["plan"](m, n, k, 132)

@@ -154,16 +154,15 @@ def as_width(shape: Shape, point: Point, width: int, stages: int) -> Point:
 
 
 def staging_elements(shape: Shape, point: Point) -> int:
-    """Elements of the C tile staged in shared memory for a TMA store: one of EPILOGUE_SPLIT slices where that knob
-    exists (the whole tile without it) when a `tma_store` flag is on or the kernel has the knob and no such flag;
-    none otherwise."""
-    bm, bn = shape.get(point, "bm", 64), shape.get(point, "bn", 64)
-    if shape.kind == "attention":
-        return 0
+    """Elements of the C tile staged in shared memory for a TMA store, which runs where a `tma_store` flag is on (or,
+    in a kernel without such a flag, where it has an EPILOGUE_SPLIT knob): one of EPILOGUE_SPLIT slices, the whole
+    tile without that knob; none otherwise."""
     flags = [v for k, v in point.items() if isinstance(v, bool) and "tma_store" in k.lower()]
-    if any(flags) or (not flags and "epilogue_split" in shape.roles):
-        return bm * bn // max(shape.get(point, "epilogue_split", 1), 1)
-    return 0
+    stores = any(flags) if flags else "epilogue_split" in shape.roles
+    if shape.kind == "attention" or not stores:
+        return 0
+    bm, bn = shape.get(point, "bm", 64), shape.get(point, "bn", 64)
+    return bm * bn // max(shape.get(point, "epilogue_split", 1), 1)
 
 
 def smem_bytes(shape: Shape, point: Point) -> int:

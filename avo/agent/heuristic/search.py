@@ -275,7 +275,7 @@ class Search:
                 point = dict(point, **{stages: value})
                 if not infeasible(shape, point, self.smem_cap):
                     break
-        if split and split not in fixed and split in point and infeasible(shape, point, self.smem_cap):
+        if split and split not in fixed and infeasible(shape, point, self.smem_cap):
             for value in _numeric_choices(self.by_name[split], above=point[split]):
                 point = dict(point, **{split: value})
                 if not infeasible(shape, point, self.smem_cap):
