@@ -96,7 +96,8 @@ def seed_globals(**knobs) -> dict:
 def without_320(**knobs) -> dict:
     """The seed's plan as before the 320-wide tile (WIDTH_320 False), with `knobs` set."""
     g = seed_globals(**knobs)
-    g["_LARGE"] = {width: build for width, build in g["_LARGE"].items() if width != 320}
+    for builds in ("_LARGE", "_ROWS256"):
+        g[builds] = {width: build for width, build in g[builds].items() if width != 320}
     return g
 
 
@@ -526,7 +527,8 @@ def test_the_deepest_stages_of_each_width_compile_for_hopper(tmp_path):
     (folder / "kernel.py").write_text(render(source, {"STAGES_192": 4, "STAGES_128": 6}))
     load_entry(folder, "gemm")
     deep = [b for b in declared_builds(folder) if "-DBLOCK_M=128" in b.flags and
-            ({"-DBLOCK_N=192", "-DSTAGES=4"} <= set(b.flags) or {"-DBLOCK_N=128", "-DSTAGES=6"} <= set(b.flags))]
+            ({"-DBLOCK_N=192", "-DSTAGES=4"} <= set(b.flags) or {"-DBLOCK_N=128", "-DSTAGES=6"} <= set(b.flags))
+            and "-DMMA_LAG=0" in b.flags]  # the rows256 entry's 128-wide build with MMA_LAG aside
     assert len(deep) == 2
     for build in deep:
         assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags

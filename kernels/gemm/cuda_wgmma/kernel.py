@@ -161,6 +161,19 @@ RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
+# 2b. From FEW_ROWS to 256 rows (bucket rows256) the 128-row tiles are one or two tile rows, and the GEMM is bound by
+#     streaming B through the ring: that entry has its own depth for the widest tile (STAGES, room made by storing
+#     C in EPILOGUE_SPLIT rounds) and keeps one step's products in flight behind the next (MMA_LAG) on every width
+#     whose ring is 4 or more deep (with 3, the slot held for the products in flight leaves 2 loading). Side by side
+#     on an H100 (BENCHMARKS.md): 256 x 57344 x 8192 1.016 against 0.987x cuBLAS (4 stages, C in 2 rounds),
+#     256 x 4096 x 14336 1.045 against 0.934 (the 128-wide tile's 6 with MMA_LAG), 256 x 8192 x 28672 0.996 against
+#     0.986 (both). From 1024 rows the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096),
+#     and MMA_LAG on the 3-stage 320-wide tile 2-5% at any row count: the other entries keep the builds above.
+ROWS256 = dict(
+    STAGES=4,  # avo: tune 3 4 bucket=rows256
+    EPILOGUE_SPLIT=2,  # avo: tune 1 2 4 bucket=rows256
+    MMA_LAG=True,  # avo: tune False True bucket=rows256
+)
 # Blocks in pairs sharing B's tile by TMA multicast (gemm.cu): 0.997 against 1.005x cuBLAS over 16 shapes of 1024 to
 # 16384 rows on the H200 (BENCHMARKS.md); it won only 16384 x 8192 x 28672 (1.066 against 1.049).
 CLUSTER_M = 1  # avo: tune 1 2
@@ -220,23 +233,16 @@ class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
-                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False):
+                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # With wg_split_k two consumers share the tile's rows and take alternate K-steps; one of them stores.
         self.storers = 1 if wg_split_k else consumers
-        # STAGES slots of an A tile and a B tile, the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it,
-        # or `staged` boxes per storing consumer at a time), with wg_split_k the second consumer's fp32 sum, 1 KB to
-        # align the ring to the swizzle atom and 1 KB for barriers; as many stages as asked where they fit in
-        # SMEM_BYTES (a 256-wide tile has room for 3 beside its C tile, a 192-wide for 4, a 128-wide for 6).
-        boxes = block_m * block_n // (64 * 64)
-        staging = min(boxes, staged * self.storers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
-        handed = block_m * block_n * 4 if wg_split_k else 0
-        fixed, stage = staging + handed + 2048, (block_m * BLOCK_K + BLOCK_K * block_n) * 2
-        stages = max(2, min(stages, (SMEM_BYTES - fixed) // stage))
-        self.smem = stages * stage + fixed
+        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k)
+        self.smem = stages * self.stage_bytes(block_m, block_n) + self.fixed_bytes(block_m, block_n, staged,
+                                                                                  self.storers, wg_split_k)
         self.defines = {
-            "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": MMA_LAG,
+            "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": lag,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
         }
         if staged:
@@ -248,6 +254,27 @@ class _Build:
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
+
+    @staticmethod
+    def stage_bytes(block_m: int, block_n: int) -> int:
+        return (block_m * BLOCK_K + BLOCK_K * block_n) * 2  # an A tile and a B tile
+
+    @staticmethod
+    def fixed_bytes(block_m: int, block_n: int, staged: int, storers: int, wg_split_k: bool = False) -> int:
+        """Beside the ring: the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it, or `staged` boxes per
+        storing consumer at a time), with wg_split_k the second consumer's fp32 sum, 1 KB to align the ring to the
+        swizzle atom and 1 KB for barriers."""
+        boxes = block_m * block_n // (64 * 64)
+        staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
+        return staging + (block_m * block_n * 4 if wg_split_k else 0) + 2048
+
+    @classmethod
+    def fitting(cls, block_m: int, block_n: int, stages: int, staged: int, storers: int,
+                wg_split_k: bool = False) -> int:
+        """As many of `stages` as fit in SMEM_BYTES beside the fixed part, at least 2 (a 256-wide tile has room for
+        3 beside its whole C tile, a 192-wide for 4, a 128-wide for 6)."""
+        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k)
+        return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
 
     def k_major(self):
         """The twin build that reads B as [N, K] rows (B_K_MAJOR), declared on first use: the evaluator passes a
@@ -274,11 +301,11 @@ _NARROW_M64 = _NARROW if _NARROW is None or FEW["NARROW_STAGES_M64"] == FEW["NAR
     _few_build(64, FEW["NARROW_STAGES_M64"])
 
 
-def _rounds(width: int) -> int:
-    """C_STAGED for a `width`-wide tile of two consumers: its boxes per consumer over EPILOGUE_SPLIT rounds (0: all
-    at once)."""
+def _rounds(width: int, split: int) -> int:
+    """C_STAGED for a `width`-wide tile of two consumers: its boxes per consumer over `split` rounds (0: all at
+    once)."""
     boxes = BLOCK_M // CONSUMERS * width // (64 * 64)
-    return 0 if EPILOGUE_SPLIT <= 1 else max(1, boxes // EPILOGUE_SPLIT)
+    return 0 if split <= 1 else max(1, boxes // split)
 
 
 # The widest takes STAGES, a narrower one its own (STAGES_192, STAGES_128). With clusters each block of a cluster
@@ -287,9 +314,27 @@ def _rounds(width: int) -> int:
 _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
 if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
     _WIDTHS.insert(1, 320)
-_LARGE = {n: _Build(BLOCK_M, n, {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(n) if n != BLOCK_N
-                    else STAGES, CONSUMERS, CLUSTER_M, STAGED_320 if n == 320 else _rounds(n), WIDTH_RATE[n],
-                    ACC_SETS_128 if n == 128 else 1) for n in _WIDTHS}
+_BUILDS: dict = {}
+
+
+def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int = 0) -> _Build:
+    """The `width`-wide 128-row build: the widest takes `widest_stages`, a narrower one its own; C in `split` rounds
+    (the 320-wide tile in STAGED_320 boxes); MMA_LAG `lag`, or with `lag_from` only where that many stages fit. One
+    build per distinct configuration, shared by the entries that ask for it."""
+    stages = {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(width) if width != BLOCK_N else widest_stages
+    staged = STAGED_320 if width == 320 else _rounds(width, split)
+    acc_sets = ACC_SETS_128 if width == 128 else 1
+    args = (BLOCK_M, width, stages, CONSUMERS, CLUSTER_M, staged, WIDTH_RATE[width], acc_sets)
+    if lag_from:
+        lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
+    if (args, lag) not in _BUILDS:
+        _BUILDS[args, lag] = _Build(*args, lag=lag)
+    return _BUILDS[args, lag]
+
+
+_LARGE = {n: _large(n, STAGES, EPILOGUE_SPLIT, MMA_LAG) for n in _WIDTHS}
+_ROWS256 = {n: _large(n, ROWS256["STAGES"], ROWS256["EPILOGUE_SPLIT"], ROWS256["MMA_LAG"], lag_from=4)
+            for n in _WIDTHS}
 _SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
                 RATE_SHORT) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")
@@ -456,8 +501,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
         return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
 
-    # the widest among equals (first); the short tile only up to 256 rows
-    builds = list(_LARGE.values()) + ([_SHORT] if _SHORT is not None and bucket(M, N, K) == "rows256" else [])
+    # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
+    rows256 = bucket(M, N, K) == "rows256"
+    builds = list((_ROWS256 if rows256 else _LARGE).values()) + ([_SHORT] if _SHORT is not None and rows256 else [])
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
         return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
