@@ -167,8 +167,9 @@ TMA_STORE = True  # avo: tune False True
 #     whose ring is 4 or more deep (with 3, the slot held for the products in flight leaves 2 loading). Side by side
 #     on an H100 (BENCHMARKS.md): 256 x 57344 x 8192 1.016 against 0.987x cuBLAS (4 stages, C in 2 rounds),
 #     256 x 4096 x 14336 1.045 against 0.934 (the 128-wide tile's 6 with MMA_LAG), 256 x 8192 x 28672 0.996 against
-#     0.986 (both). From 1024 rows the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096),
-#     and MMA_LAG on the 3-stage 320-wide tile 2-5% at any row count: the other entries keep the builds above.
+#     0.986 (both); over 18 shapes of 160 to 256 rows, 14 of them not tuned on, 0.955 against 0.933. From 1024 rows
+#     the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096), and MMA_LAG on the 3-stage
+#     320-wide tile 2-5% at any row count: the other entries keep the builds above.
 ROWS256 = dict(
     STAGES=4,  # avo: tune 3 4 bucket=rows256
     EPILOGUE_SPLIT=2,  # avo: tune 1 2 4 bucket=rows256
