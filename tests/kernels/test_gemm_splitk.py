@@ -211,11 +211,14 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
     width, stages, (m, n, k) = case
     gemm = seed()
     g = gemm.__globals__
-    # the widths as before the 320-wide tile, which now takes 256 x 10240 x 8192 and 896 x 2368 x 8192
-    g["_LARGE"] = {n: build for n, build in g["_LARGE"].items() if n != 320}
-    g["_LARGE"][width] = g["_Build"](128, width, stages, 2, 1, 0, g["WIDTH_RATE"][width])
+    # the widths as before the 320-wide tile, which now takes 256 x 10240 x 8192 and 896 x 2368 x 8192, in the
+    # table of the shape's rows (up to 256 rows the rows256 entry's own)
+    for table in ("_LARGE", "_ROWS256"):
+        g[table] = {n: build for n, build in g[table].items() if n != 320}
+    table = "_ROWS256" if g["bucket"](m, n, k) == "rows256" else "_LARGE"
+    g[table][width] = g["_Build"](128, width, stages, 2, 1, 0, g["WIDTH_RATE"][width])
     g["_PLANS"].clear()
-    assert g["plan"](m, n, k, H200_SMS).build is g["_LARGE"][width], "the plan no longer takes this width here"
+    assert g["plan"](m, n, k, H200_SMS).build is g[table][width], "the plan no longer takes this width here"
     check_repeatable(gemm, (m, n, k), dtype, case)
     assert arrivals_reset(gemm), f"{case}: arrival counters left set"
 
