@@ -114,8 +114,8 @@ def pieces(fn) -> None:
     planned = g["_PLANS"][M, N, K, g["_sm_count"](a.device)]
     build = planned.build
     module, name = build.k_major(), g["_KERNELS"][a.dtype]
-    maps = (tensor_map(a, box=(build.block_m, g["BLOCK_K"])), tensor_map(b.t(), box=(64, g["BLOCK_K"])),
-            tensor_map(c, box=(64, 64)))
+    map_a = tensor_map(a, box=(build.block_m, g["BLOCK_K"]))
+    maps = (map_a, map_a, tensor_map(b.t(), box=(64, g["BLOCK_K"])), tensor_map(c, box=(64, 64)))  # M: no edge row
     args = (*maps, c, M, N, K, c, c, planned.whole, planned.splits, planned.stream, planned.lanes)
     grid = min(planned.units, g["_sm_count"](a.device) // build.cluster_m) * build.cluster_m
     launch = module.launcher(name, grid, build.threads, args, shared_mem=build.smem)
@@ -126,7 +126,7 @@ def pieces(fn) -> None:
         "torch.empty(M, N)": lambda: torch.empty((M, N), dtype=a.dtype, device=a.device),
         "3 tensor_map lookups": lambda: (tensor_map(a, box=(build.block_m, 64)), tensor_map(b.t(), box=(64, 64)),
                                          tensor_map(c, box=(64, 64))),
-        "13 _kernel_arg": lambda: tuple(_kernel_arg(x) for x in args),
+        "14 _kernel_arg": lambda: tuple(_kernel_arg(x) for x in args),
         "module.launch (kept)": lambda: module.launch(name, grid, build.threads, args, shared_mem=build.smem),
         "module.launcher (prepare)": lambda: module.launcher(name, grid, build.threads, args, shared_mem=build.smem),
         "prepared launch()": launch,

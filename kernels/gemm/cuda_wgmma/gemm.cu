@@ -58,7 +58,8 @@
 //   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
 //     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
 //     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
-// Edges: TMA zero-fills boxes past M, N or K; stores are masked. Tunables come as -D defines from kernel.py.
+// Edges: TMA zero-fills boxes past M, N or K (a last tile row of EDGE_ROWS rows or fewer loads only those of A);
+// stores are masked. Tunables come as -D defines from kernel.py.
 #include "hopper.cuh"
 #include "wgmma.cuh"
 
@@ -107,6 +108,11 @@ constexpr int WG_M = BLOCK_M / STORERS;            // rows of C per consumer war
 constexpr int SUB_M = WG_M / 64;                   // m64 sub-tiles per consumer
 constexpr int ACC = BLOCK_N / 2;                   // fp32 accumulators per thread per sub-tile
 constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
+// A tile row holding EDGE_ROWS rows of M or fewer (the last, where M is no multiple of BLOCK_M) loads one box of
+// EDGE_ROWS rows through map_a_edge, not a BLOCK_M-row box mostly past M (TMA's fill of those rows ran slow: 192 x
+// 8192 x 8192 0.81x cuBLAS against 0.95, BENCHMARKS.md). The slot's other rows keep what they held: a row of C reads
+// only its own row of A, so that reaches only rows that are stored nowhere.
+constexpr int EDGE_ROWS = BLOCK_M >= 128 ? BLOCK_M / 2 : 0;
 constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -400,7 +406,8 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar) {
 }
 
 template <bool FP16>
-__device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_b, const TensorMap* map_c,
+__device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMap* map_a_edge, const TensorMap* map_b,
+                                          const TensorMap* map_c,
                                           unsigned short* C, int M, int N, int K, float* partials,
                                           int* arrivals, int whole, int splits, int stream, int lanes) {
     extern __shared__ unsigned char smem_raw[];
@@ -436,21 +443,24 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         regs_dealloc<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             tma_prefetch_map(map_a);
+            if (EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS) tma_prefetch_map(map_a_edge);
             tma_prefetch_map(map_b);
             int stage = 0, phase = 0;
             for (int i = 0; i < work.count; ++i) {
                 const Unit u = work[i];
                 int cm, tn;
                 tile_coords(u.tile, rows_m, tiles_n, cm, tn);
-                const int tm = cm * CLUSTER_M + rank;
+                const int tm = cm * CLUSTER_M + rank, left = M - tm * BLOCK_M;  // rows of M from the tile's first
+                const bool edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
                 for (int k = u.k_begin; k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     unsigned char* sa = smem + stage * STAGE_BYTES;
                     unsigned char* sb = sa + A_BYTES;
                     // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
                     unsigned long long* filled = &full[stage * WAYS + (k - u.k_begin) % WAYS];
-                    mbar_arrive_expect_tx(filled, STAGE_BYTES);  // A, and B's boxes from every block
-                    tma_load_2d(sa, map_a, filled, k * BLOCK_K, tm * BLOCK_M);
+                    // A (EDGE_ROWS of it on an edge row), and B's boxes from every block
+                    mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
+                    tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
                         const int box = rank * B_SHARE + i;
@@ -573,15 +583,17 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
-gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits, int stream, int lanes) {
-    gemm_body<false>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream, lanes);
+gemm_bf16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_a_edge,
+          const __grid_constant__ TensorMap map_b, const __grid_constant__ TensorMap map_c, unsigned short* C, int M,
+          int N, int K, float* partials, int* arrivals, int whole, int splits, int stream, int lanes) {
+    gemm_body<false>(&map_a, &map_a_edge, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream,
+                    lanes);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
-gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-          const __grid_constant__ TensorMap map_c, unsigned short* C, int M, int N, int K, float* partials,
-          int* arrivals, int whole, int splits, int stream, int lanes) {
-    gemm_body<true>(&map_a, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream, lanes);
+gemm_fp16(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_a_edge,
+          const __grid_constant__ TensorMap map_b, const __grid_constant__ TensorMap map_c, unsigned short* C, int M,
+          int N, int K, float* partials, int* arrivals, int whole, int splits, int stream, int lanes) {
+    gemm_body<true>(&map_a, &map_a_edge, &map_b, &map_c, C, M, N, K, partials, arrivals, whole, splits, stream,
+                    lanes);
 }

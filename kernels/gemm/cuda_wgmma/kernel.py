@@ -606,6 +606,9 @@ def _launcher(a, b, c, k_major: bool):
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
     build, whole, splits = planned.build, planned.whole, planned.splits
     map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
+    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; the 64-row tiles have none)
+    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.block_m >= 128 and 0 < M % build.block_m <= \
+        build.block_m // 2 else map_a
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
     module = build.k_major() if k_major else build.module
@@ -615,5 +618,5 @@ def _launcher(a, b, c, k_major: bool):
         partials, arrivals = _workspace(a.device, current_stream(a.get_device()), *_workspace_size(planned))
     grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
     return module.launcher(_KERNELS[a.dtype], grid, build.threads,
-                           (map_a, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
+                           (map_a, edge, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
                             planned.lanes), shared_mem=build.smem)

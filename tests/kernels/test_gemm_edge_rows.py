@@ -1,0 +1,80 @@
+"""gemm/cuda_wgmma's edge rows: a last tile row that holds half a tile of rows of M or fewer (192 rows: 128 + 64) loads
+only those, one 64-row box of A through its own tensor map (gemm.cu's EDGE_ROWS), where a 128-row box half past M
+ran slow. On the CPU the builds compile without spills; on a GPU such rows, in every kind of work and with clusters
+(whose second tile may lie wholly past M), are correct and bitwise repeatable, B row-major or read as the transpose
+of a [N, K] weight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import needs
+import pytest
+import torch
+from test_gemm_epilogue_rounds import seed_with
+from test_gemm_splitk import arrivals_reset, check_reads_weight_in_place, check_repeatable, work
+
+from avo.evaluate.worker.loader import load_entry
+
+FOLDER = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
+# (M, N, K): (width, work, rows of M in the last tile row) as the shipped plan takes them
+SHAPES = {
+    (192, 2048, 1024): (128, "whole", 64),  # rows256's 128-wide build
+    (160, 5120, 8192): (256, "split", 32),
+    (190, 21504, 8192): (256, "tail", 62),
+    (9000, 8192, 4096): (256, "stream", 40),
+    (1080, 4000, 1000): (320, "whole", 56),  # ragged N and K too
+    (200, 21504, 8192): (256, "tail", 72),  # past half a tile: the whole box, as before
+    (100, 57344, 1024): (256, "whole", 100),  # few-token rows past one wave of 64-row tiles
+}
+CLUSTERED = [(192, 4096, 4096), (320, 8192, 1024), (1090, 4096, 1024)]  # split; a tile past M; whole
+
+
+def test_the_shapes_take_each_kind_of_work_with_an_edge_row_or_without():
+    g = load_entry(FOLDER, "gemm").__globals__
+    for (m, n, k), (width, kind, left) in SHAPES.items():
+        planned = g["plan"](m, n, k, 132)
+        assert (planned.build.block_n, work(planned), m % planned.build.block_m) == (width, kind, left), (m, n, k)
+
+
+def test_clustered_shapes_reach_an_edge_row_and_a_tile_past_m(tmp_path):
+    g = seed_with(tmp_path, {"CLUSTER_M": 2}, "clustered")[1].__globals__
+    for m, n, k in CLUSTERED:
+        assert g["plan"](m, n, k, 132).build.cluster_m == 2, (m, n, k)
+    planned = g["plan"](320, 8192, 1024, 132)  # three tile rows in pairs: the fourth lies wholly past M
+    assert planned.tiles // -(-8192 // planned.build.block_n) * 2 * 128 - 320 >= 128
+
+
+@needs.nvcc
+def test_the_edge_loads_compile_for_hopper_without_spills(tmp_path):
+    from avo.evaluate.cuda_compile import compile_check
+
+    check = compile_check(FOLDER, "sm_90a")
+    assert check.ok, check.log
+    for facts in check.resources.values():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, facts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_edge_rows_are_correct_and_bitwise_repeatable(shape, dtype):
+    needs.module("cupy")
+    gemm = load_entry(FOLDER, "gemm")
+    check_repeatable(gemm, shape, dtype, shape)
+    assert arrivals_reset(gemm), f"{shape}: arrival counters left set"
+
+
+@pytest.mark.gpu
+def test_edge_rows_with_clusters_are_correct_and_bitwise_repeatable(tmp_path):
+    needs.module("cupy")
+    _, gemm = seed_with(tmp_path, {"CLUSTER_M": 2}, "clustered")
+    for shape in CLUSTERED:
+        check_repeatable(gemm, shape, torch.bfloat16, ("clustered", shape))
+
+
+@pytest.mark.gpu
+def test_edge_rows_read_a_transposed_weight_in_place():
+    needs.module("cupy")
+    check_reads_weight_in_place(load_entry(FOLDER, "gemm"), [(192, 2048, 1024), (160, 5120, 8192), (190, 21504, 8192)],
+                                "edge")
