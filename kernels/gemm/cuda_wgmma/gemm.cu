@@ -109,9 +109,9 @@ constexpr int SUB_M = WG_M / 64;                   // m64 sub-tiles per consumer
 constexpr int ACC = BLOCK_N / 2;                   // fp32 accumulators per thread per sub-tile
 constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
 // A tile row holding EDGE_ROWS rows of M or fewer (the last, where M is no multiple of BLOCK_M) loads one box of
-// EDGE_ROWS rows through map_a_edge, not a BLOCK_M-row box half or more past M (TMA's fill of those rows ran slow: 192 x
-// 8192 x 8192 0.82x cuBLAS, 1.00x with the one box, on an H100, BENCHMARKS.md). The slot's other rows keep what they held: a row of C reads
-// only its own row of A, so that reaches only rows that are stored nowhere.
+// EDGE_ROWS rows through map_a_edge, not a BLOCK_M-row box half or more past M (TMA's fill of those rows ran slow:
+// 192 x 8192 x 8192 0.82x cuBLAS, 1.00x with the one box, on an H100, BENCHMARKS.md). The slot's other rows keep
+// what they held: a row of C reads only its own row of A, so that reaches only rows that are stored nowhere.
 constexpr int EDGE_ROWS = BLOCK_M >= 128 ? BLOCK_M / 2 : 0;
 constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
