@@ -1,6 +1,7 @@
 """gemm/cuda_wgmma's edge rows: a last tile row that holds half a tile of rows of M or fewer (192 rows: 128 + 64) loads
 only those, one 64-row box of A through its own tensor map (gemm.cu's EDGE_ROWS), where a 128-row box half past M
-ran slow. On the CPU the builds compile without spills; on a GPU such rows, in every kind of work and with clusters
+ran slow. On the CPU the plan gives the shapes below each kind of work, with an edge row and without (the shipped
+builds compile without spills in test_cuda_seeds.py); on a GPU such rows, in every kind of work and with clusters
 (whose second tile may lie wholly past M), are correct and bitwise repeatable, B row-major or read as the transpose
 of a [N, K] weight."""
 
@@ -12,7 +13,7 @@ import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import arrivals_reset, check_reads_weight_in_place, check_repeatable, work
+from test_gemm_splitk import arrivals_reset, check_reads_weight_in_place, check_repeatable, check_shipped, work
 
 from avo.evaluate.worker.loader import load_entry
 
@@ -45,24 +46,11 @@ def test_clustered_shapes_reach_an_edge_row_and_a_tile_past_m(tmp_path):
     assert planned.tiles // -(-8192 // planned.build.block_n) * 2 * 128 - 320 >= 128
 
 
-@needs.nvcc
-def test_the_edge_loads_compile_for_hopper_without_spills(tmp_path):
-    from avo.evaluate.cuda_compile import compile_check
-
-    check = compile_check(FOLDER, "sm_90a")
-    assert check.ok, check.log
-    for facts in check.resources.values():
-        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, facts
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_edge_rows_are_correct_and_bitwise_repeatable(shape, dtype):
-    needs.module("cupy")
-    gemm = load_entry(FOLDER, "gemm")
-    check_repeatable(gemm, shape, dtype, shape)
-    assert arrivals_reset(gemm), f"{shape}: arrival counters left set"
+def test_edge_rows_are_correct_and_bitwise_repeatable(shape):
+    for dtype in (torch.bfloat16, torch.float16):
+        check_shipped(FOLDER, shape, dtype)
 
 
 @pytest.mark.gpu
@@ -71,6 +59,7 @@ def test_edge_rows_with_clusters_are_correct_and_bitwise_repeatable(tmp_path):
     _, gemm = seed_with(tmp_path, {"CLUSTER_M": 2}, "clustered")
     for shape in CLUSTERED:
         check_repeatable(gemm, shape, torch.bfloat16, ("clustered", shape))
+    assert arrivals_reset(gemm), "clustered: arrival counters left set"
 
 
 @pytest.mark.gpu

@@ -11,7 +11,7 @@ import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import arrivals_reset, check_reads_weight_in_place, check_repeatable, work
+from test_gemm_splitk import check_reads_weight_in_place, check_shipped, work
 
 from avo.agent.heuristic.knobs import parse_knobs
 from avo.evaluate.worker.loader import load_entry
@@ -70,10 +70,7 @@ def test_the_rows256_builds_compile_for_hopper_without_spills(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_the_rows256_builds_are_correct_and_bitwise_repeatable(shape, dtype):
-    needs.module("cupy")
-    gemm = load_entry(FOLDER, "gemm")
-    check_repeatable(gemm, shape, dtype, shape)
-    assert arrivals_reset(gemm), f"{shape}: arrival counters left set"
+    check_shipped(FOLDER, shape, dtype)
 
 
 @pytest.mark.gpu

@@ -79,6 +79,15 @@ def check_reads_weight_in_place(gemm, shapes, label="") -> None:
         assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (label, m, n, k)
 
 
+def check_shipped(folder, shape: tuple[int, int, int], dtype) -> None:
+    """On a GPU: the seed in `folder` correct and bitwise repeatable at `shape` (check_repeatable), every split
+    tile's arrival counter back at zero after."""
+    needs.module("cupy")
+    gemm = load_entry(folder, "gemm")
+    check_repeatable(gemm, shape, dtype, shape)
+    assert arrivals_reset(gemm), f"{shape}: arrival counters left set"
+
+
 def arrivals_reset(gemm) -> bool:
     """Each split tile's last unit set its arrival counter back to zero."""
     return not any(arrivals.any() for _, arrivals in gemm.__globals__["_WORKSPACE"].values())
