@@ -265,22 +265,21 @@ class Search:
         shape = shape or self.shape
         stages, warps = shape.roles.get("stages"), shape.roles.get("warps")
         split = shape.roles.get("epilogue_split")
-        if warps and warps not in fixed and accumulator_registers(shape, point) > 128:
-            for value in _numeric_choices(self.by_name[warps], above=point[warps]):
-                point = dict(point, **{warps: value})
-                if accumulator_registers(shape, point) <= 128:
-                    break
-        if stages and stages not in fixed and infeasible(shape, point, self.smem_cap):
-            for value in reversed(_numeric_choices(self.by_name[stages], below=point[stages])):
-                point = dict(point, **{stages: value})
-                if not infeasible(shape, point, self.smem_cap):
-                    break
-        if split and split not in fixed and infeasible(shape, point, self.smem_cap):
-            for value in _numeric_choices(self.by_name[split], above=point[split]):
-                point = dict(point, **{split: value})
-                if not infeasible(shape, point, self.smem_cap):
-                    break
-        return None if infeasible(shape, point, self.smem_cap) else point
+
+        def fits(p: Point) -> bool:
+            return not infeasible(shape, p, self.smem_cap)
+
+        def registers_fit(p: Point) -> bool:
+            return accumulator_registers(shape, p) <= 128
+
+        if warps and warps not in fixed and not registers_fit(point):
+            point = _step_until(point, warps, _numeric_choices(self.by_name[warps], above=point[warps]), registers_fit)
+        if stages and stages not in fixed and not fits(point):
+            point = _step_until(point, stages, reversed(_numeric_choices(self.by_name[stages], below=point[stages])),
+                                fits)
+        if split and split not in fixed and not fits(point):
+            point = _step_until(point, split, _numeric_choices(self.by_name[split], above=point[split]), fits)
+        return point if fits(point) else None
 
     def _bonus(self, diff: dict[str, tuple[Value, Value]]) -> float:
         bonus = 0.0
@@ -312,6 +311,15 @@ def _nearest(choices: tuple[Value, ...], target: int) -> Value:
     if not numeric:
         return choices[0]
     return min(numeric, key=lambda c: (abs(c - target), c))
+
+
+def _step_until(point: Point, name: str, values, done) -> Point:
+    """`point` with knob `name` set to each of `values` in turn until `done` holds for it (or to the last)."""
+    for value in values:
+        point = dict(point, **{name: value})
+        if done(point):
+            break
+    return point
 
 
 def _numeric_choices(knob: Knob, above: Value | None = None, below: Value | None = None) -> list[Value]:
