@@ -85,7 +85,7 @@ def forced(gemm, work: str, parts: int):
 
     def fixed(M, N, K, sms):
         own = plan(M, N, K, sms)
-        slots = sms // own.build.cluster_m
+        slots = sms // own.build.cluster
         whole = own.tiles if parts == 1 else 0 if work == "split" else own.tiles // slots * slots
         return own._replace(whole=whole, splits=1 if whole == own.tiles else min(parts, -(-K // 64)), stream=0)
 

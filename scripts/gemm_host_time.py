@@ -114,10 +114,10 @@ def pieces(fn) -> None:
     planned = g["_PLANS"][M, N, K, g["_sm_count"](a.device)]
     build = planned.build
     module, name = build.k_major(), g["_KERNELS"][a.dtype]
-    map_a = tensor_map(a, box=(build.block_m, g["BLOCK_K"]))
+    map_a = tensor_map(a, box=(build.block_m // build.cluster_n, g["BLOCK_K"]))
     maps = (map_a, map_a, tensor_map(b.t(), box=(64, g["BLOCK_K"])), tensor_map(c, box=(64, 64)))  # M: no edge row
     args = (*maps, c, M, N, K, c, c, planned.whole, planned.splits, planned.stream, planned.lanes)
-    grid = min(planned.units, g["_sm_count"](a.device) // build.cluster_m) * build.cluster_m
+    grid = min(planned.units, g["_sm_count"](a.device) // build.cluster) * build.cluster
     launch = module.launcher(name, grid, build.threads, args, shared_mem=build.smem)
     key = next(iter(g["_LAUNCHES"].keys()))  # the call above's
     steps = {

@@ -30,6 +30,12 @@
 //     arrival, and the pairs ran at 0.57x of CLUSTER_M = 1. Without it they run at 0.98-1.02x of it on the H200
 //     (BENCHMARKS.md): the kernel is bound by its tensor cores, not by L2, so halving B's traffic buys nothing
 //     the pairs' lockstep does not cost back. Off by default;
+//   - CLUSTER_N = 2 (for the 64-row tiles): clusters of CLUSTER_M x CLUSTER_N adjacent tiles (rank = column x
+//     CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and multicasts them to the blocks of its
+//     cluster row (same rows of C), and its share of B to those of its cluster column. A slot is refilled only when
+//     every block whose loads land in it (its cluster row and column) has released it. cuBLAS runs its 64 x 64
+//     tiles in pairs along N at 64 x 8192 x 8192 (BENCHMARKS.md): each A tile comes from L2 once for both. Off by
+//     default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 //     With C_STAGED, C_STAGED boxes of 64 x 64 at a time, so that a wide tile keeps room for its stages;
@@ -86,6 +92,9 @@
 #endif
 #ifndef CLUSTER_M
 #define CLUSTER_M 1
+#endif
+#ifndef CLUSTER_N
+#define CLUSTER_N 1
 #endif
 #ifndef ACC_SETS
 #define ACC_SETS 1
@@ -146,7 +155,16 @@ static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers pe
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
-constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts)
+static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N must be 1, 2 or 4");
+static_assert(BLOCK_M / CLUSTER_N % 8 == 0, "each block of a cluster loads whole swizzle atoms of A's rows");
+static_assert(CLUSTER_N == 1 || EDGE_ROWS == 0, "A's rows are shared along N only on tiles without edge rows");
+constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;  // blocks of a cluster: rank = column * CLUSTER_M + row
+constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts down its column)
+constexpr int A_SHARE = BLOCK_M / CLUSTER_N;       // A rows each block loads (and multicasts along its row)
+__host__ __device__ constexpr unsigned row_mask(int columns) {  // ranks 0, CLUSTER_M, ... of the first `columns`
+    return columns == 0 ? 0u : row_mask(columns - 1) | 1u << ((columns - 1) * CLUSTER_M);
+}
+constexpr unsigned ROW_MASK = row_mask(CLUSTER_N);  // the blocks of cluster row 0 (of row rank_m: shifted by it)
 
 template <bool FP16, int R>
 __device__ __forceinline__ void mma_n(float (&d)[R], unsigned long long da, unsigned long long db, int scale) {
@@ -395,11 +413,14 @@ __device__ __forceinline__ bool hand_over(float (&d)[SUB_M][ACC], float* red, in
     return true;
 }
 
-// A consumer's release of a stage: to the barrier of every block whose producer refills the slot.
-__device__ __forceinline__ void release(unsigned long long* empty_bar) {
-    if constexpr (CLUSTER_M > 1) {
+// A consumer's release of a stage: to the barrier of every block whose producer refills the slot (those of its
+// cluster row, which multicast A into it, and of its column, which multicast B).
+__device__ __forceinline__ void release(unsigned long long* empty_bar, unsigned rank) {
+    if constexpr (CLUSTER > 1) {
 #pragma unroll
-        for (int r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(empty_bar, r);
+        for (int r = 0; r < CLUSTER; ++r)
+            if (r % CLUSTER_M == rank % CLUSTER_M || r / CLUSTER_M == rank / CLUSTER_M)
+                mbar_arrive_cluster(empty_bar, r);
     } else {
         mbar_arrive(empty_bar);
     }
@@ -419,25 +440,27 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
     const int wg = threadIdx.x / 128;
-    const unsigned rank = CLUSTER_M > 1 ? cluster_rank() : 0;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const int rank_m = rank % CLUSTER_M, rank_n = rank / CLUSTER_M;  // the block's row and column in its cluster
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES * WAYS; ++s) mbar_init(&full[s], 1);
         for (int s = 0; s < STAGES; ++s)
-            mbar_init(&empty[s], CONSUMERS / WAYS * CLUSTER_M);  // each consumer reading it, of every block
+            // each consumer reading it, of every block whose loads land in it (its cluster row and column)
+            mbar_init(&empty[s], CONSUMERS / WAYS * (CLUSTER_M + CLUSTER_N - 1));
         mbar_fence_init();
     }
-    if constexpr (CLUSTER_M > 1) cluster_sync();  // the partner's barriers exist before anything reaches them
+    if constexpr (CLUSTER > 1) cluster_sync();  // the partners' barriers exist before anything reaches them
     else __syncthreads();
 
-    // Work comes in units of CLUSTER_M vertically adjacent tiles, one per block of a cluster (a tile past M is
-    // loaded as zeros and stored nowhere, so both blocks always walk the same units).
+    // Work comes in units of CLUSTER_M x CLUSTER_N adjacent tiles, one per block of a cluster (a tile past M or N
+    // is loaded as zeros and stored nowhere, so all blocks of a cluster always walk the same units).
     const int tiles_m = (M + BLOCK_M - 1) / BLOCK_M, tiles_n = (N + BLOCK_N - 1) / BLOCK_N;
-    const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;
+    const int rows_m = (tiles_m + CLUSTER_M - 1) / CLUSTER_M, cols_n = (tiles_n + CLUSTER_N - 1) / CLUSTER_N;
     // A unit is a whole tile, one part of a split tile (unit_work; kernel.py keeps splits <= k_steps) or a piece of
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
-    const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * tiles_n, blockIdx.x / CLUSTER_M,
-                        gridDim.x / CLUSTER_M);
+    const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * cols_n, blockIdx.x / CLUSTER,
+                        gridDim.x / CLUSTER);
 
     if (wg == 0) {
         regs_dealloc<PRODUCER_REGS>();
@@ -448,9 +471,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             int stage = 0, phase = 0;
             for (int i = 0; i < work.count; ++i) {
                 const Unit u = work[i];
-                int cm, tn;
-                tile_coords(u.tile, rows_m, tiles_n, cm, tn);
-                const int tm = cm * CLUSTER_M + rank, left = M - tm * BLOCK_M;  // rows of M from the tile's first
+                int cm, cn;
+                tile_coords(u.tile, rows_m, cols_n, cm, cn);
+                const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
+                const int left = M - tm * BLOCK_M;  // rows of M from the tile's first
                 const bool edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
                 for (int k = u.k_begin; k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
@@ -458,18 +482,22 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     unsigned char* sb = sa + A_BYTES;
                     // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
                     unsigned long long* filled = &full[stage * WAYS + (k - u.k_begin) % WAYS];
-                    // A (EDGE_ROWS of it on an edge row), and B's boxes from every block
+                    // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
                     mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
-                    tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
+                    if constexpr (CLUSTER_N > 1)  // this block's A_SHARE rows, to every block of its cluster row
+                        tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,
+                                              tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
+                    else
+                        tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {
-                        const int box = rank * B_SHARE + i;
+                        const int box = rank_m * B_SHARE + i;
                         // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
                         const int col = tn * BLOCK_N + box * 64;
                         const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
-                        if constexpr (CLUSTER_M > 1)
+                        if constexpr (CLUSTER_M > 1)  // to every block of its cluster column
                             tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, filled, x, y,
-                                                  (1 << CLUSTER_M) - 1);
+                                                  ((1 << CLUSTER_M) - 1) << (rank_n * CLUSTER_M));
                         else
                             tma_load_2d(sb + box * B_BOX_BYTES, map_b, filled, x, y);
                     }
@@ -485,9 +513,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         unsigned phases = 0;  // WG_SPLIT_K: the parity of this consumer's next wait on each slot's barrier
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
-            int cm, tn;
-            tile_coords(u.tile, rows_m, tiles_n, cm, tn);
-            const int tm = cm * CLUSTER_M + rank, k_begin = u.k_begin, k_end = u.k_end;
+            int cm, cn;
+            tile_coords(u.tile, rows_m, cols_n, cm, cn);
+            const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
+            const int k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
             auto advance = [&] {
                 if (++stage == STAGES) { stage = 0; phase ^= 1; }
@@ -513,11 +542,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 wgmma_commit();
                 if constexpr (LAG) {
                     wgmma_wait<1>();
-                    if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
+                    if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released], rank);
                     released = stage;
                 } else {
                     wgmma_wait<0>();
-                    if (threadIdx.x % 128 == 0) release(&empty[stage]);
+                    if (threadIdx.x % 128 == 0) release(&empty[stage], rank);
                 }
                 advance();
 #pragma unroll
@@ -540,7 +569,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             const int taken = k_end > mine ? (k_end - mine + WAYS - 1) / WAYS : 0;  // steps this consumer took
             if constexpr (LAG) {
                 wgmma_wait<0>();
-                if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released]);
+                if (released >= 0 && threadIdx.x % 128 == 0) release(&empty[released], rank);
             }
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s) fence_regs(d[0][s]);
@@ -558,7 +587,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 if (!hand_over(d[0], red, consumer, k_end - k_begin > 1, writes)) continue;  // the first finishes
             // The workspace holds the split tiles only: slots count from the first tile past `whole`.
             if (u.parts > 1 && !reduce_splits(d[0], partials, arrivals, flags + consumer,
-                                              ((u.tile - whole) * CLUSTER_M + rank) * STORERS + rows, u.split,
+                                              ((u.tile - whole) * CLUSTER + rank) * STORERS + rows, u.split,
                                               u.parts, splits, consumer))
                 continue;  // another unit of this tile finishes it
             if constexpr (TMA_STORE)
@@ -570,14 +599,14 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         if (WAYS > 1 && consumer > 0 && writes) named_barrier(RED_FREE, 256);  // matches the first's last arrival
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
     }
-    if constexpr (CLUSTER_M > 1) {
+    if constexpr (CLUSTER > 1) {
         __syncwarp();
         cluster_sync();  // no block leaves while its partner may still multicast into it or arrive on its barriers
     }
 }
 
-#if CLUSTER_M > 1
-#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M, 1, 1)
+#if CLUSTER_M * CLUSTER_N > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_M * CLUSTER_N, 1, 1)
 #else
 #define CLUSTER_DIMS
 #endif

@@ -68,6 +68,11 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    wide suite's long-K shapes.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
+#    CLUSTER_N: 2 runs these tiles in pairs along N (gemm.cu), each block loading half of the tile's rows of A and
+#    multicasting them to both, so that A's tiles come from L2 once per pair; the plan then counts pairs (a pair
+#    per two SMs). cuBLAS runs its 64 x 64 tiles so at 64 x 8192 x 8192 (`avo profile --library`, BENCHMARKS.md),
+#    where it reads DRAM 3 points faster than these tiles do alone. Unlike the 2 x 4 clusters above, not yet timed:
+#    1 (off).
 FEW_ROWS = 128  # avo: tune 0 64 128
 # FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
 # as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
@@ -99,6 +104,7 @@ FEW = dict(
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
+    CLUSTER_N=1,  # avo: tune 1 2 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -234,8 +240,10 @@ class _Build:
     """One compiled configuration: tile shape, pipeline depth and consumer warpgroups."""
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
-                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG):
+                 rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
+                 cluster_n: int = 1):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
+        self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # With wg_split_k two consumers share the tile's rows and take alternate K-steps; one of them stores.
         self.storers = 1 if wg_split_k else consumers
@@ -246,6 +254,8 @@ class _Build:
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": lag,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
         }
+        if cluster_n > 1:
+            self.defines["CLUSTER_N"] = cluster_n
         if staged:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
@@ -291,7 +301,7 @@ if FEW["BLOCK_M"] != 64:
 
 def _few_build(width: int, stages: int) -> _Build:
     return _Build(FEW["BLOCK_M"], width, stages, 2 if FEW["WG_SPLIT_K"] else 1, 1, acc_sets=FEW["ACC_SETS"],
-                  wg_split_k=FEW["WG_SPLIT_K"])
+                  wg_split_k=FEW["WG_SPLIT_K"], cluster_n=FEW["CLUSTER_N"])
 
 
 _FEW = _few_build(FEW["BLOCK_N"], FEW["STAGES"])
@@ -352,7 +362,7 @@ def _sm_count(device) -> int:
 
 
 class Plan(NamedTuple):
-    """One shape's work: `tiles` output tiles of `build` (units of cluster_m tiles, with clusters); the first
+    """One shape's work: `tiles` output tiles of `build` (units of a cluster's tiles, with clusters); the first
     `whole` run whole, each later one cut along K into `splits` parts (split-K: whole = 0), or with `stream` > 0
     dealt out stream-K to that many blocks, each tile in at most `splits` pieces."""
 
@@ -496,40 +506,41 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     """The rules above for the few-token tiles or the others; with `cut` False the latter's whole tiles only."""
     k_steps = -(-K // BLOCK_K)
 
-    def tiles(build: _Build) -> int:  # blocks come in clusters of cluster_m, each taking cluster_m tiles of a column
-        return -(-M // (build.block_m * build.cluster_m)) * -(-N // build.block_n)
+    def tiles(build: _Build) -> int:  # blocks come in clusters, each taking cluster_m x cluster_n adjacent tiles
+        return -(-M // (build.block_m * build.cluster_m)) * -(-N // (build.block_n * build.cluster_n))
 
     def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
-        return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster_m)
+        return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster)
 
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
     rows256 = bucket(M, N, K) == "rows256"
     builds = list((_ROWS256 if rows256 else _LARGE).values()) + ([_SHORT] if _SHORT is not None and rows256 else [])
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
-        return max(1, min(MAX_SPLITS, sms // build.cluster_m // tiles(build),
+        return max(1, min(MAX_SPLITS, sms // build.cluster // tiles(build),
                           k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
 
     few_build, narrow = (_FEW_M64, _NARROW_M64) if M <= 64 else (_FEW, _NARROW)
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
-    if few and narrow is not None:  # rule 1's choices of the 64 x 64 tiles
-        count = tiles(narrow)
-        if sms // 2 < count <= sms:
+    if few and narrow is not None:  # rule 1's choices of the 64 x 64 tiles (in units of a cluster's tiles)
+        count, slots = tiles(narrow), sms // narrow.cluster
+        if slots // 2 < count <= slots:
             build = narrow  # NARROW: one wave of them, whole
-        elif FEW["NARROW_SPLIT"] and count <= sms // 2 and count * k_parts(narrow) > tiles(build) * k_parts(build):
+        elif FEW["NARROW_SPLIT"] and count <= slots // 2 and count * k_parts(narrow) > tiles(build) * k_parts(build):
             build = narrow  # NARROW_SPLIT: more units of them split in K
-        elif M <= FEW["NARROW_WAVES"] and count > sms and -(-count // sms) < 2 * -(-tiles(build) // sms):
+        elif M <= FEW["NARROW_WAVES"] and count > slots and -(-count // slots) < 2 * -(-tiles(build) // slots):
             return Plan(narrow, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
-    if few and STREAM_K and FEW["STREAM"] and units > sms * FEW["STREAM_FROM"] and units % sms:
-        return stream_plan(build, units, 1, k_steps, sms)[1] or Plan(build, units, units, 1)
+    slots = sms // build.cluster
+    if few and STREAM_K and FEW["STREAM"] and units > slots * FEW["STREAM_FROM"] and units % slots:
+        return stream_plan(build, units, 1, k_steps, slots)[1] or Plan(build, units, units, 1)
     best, fastest = Plan(build, units, units, 1), whole_time(build)
     for wide in () if few else builds:
-        count, slots = tiles(wide), sms // wide.cluster_m
+        count, slots = tiles(wide), sms // wide.cluster
         whole = count // slots * slots  # the full waves' tiles
         for parts in range(2, min(TAIL_SPLITS, k_steps) + 1):
             time = _time(wide, count, whole, parts, k_steps, slots)
@@ -537,7 +548,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
                 best, fastest = Plan(wide, count, whole, parts), time
     streamed, bound = best, (1 - STREAM_GAIN) * fastest
     for wide in () if few or not STREAM_K or M < STREAM_MIN_ROWS else _LARGE.values():
-        count, slots = tiles(wide), sms // wide.cluster_m
+        count, slots = tiles(wide), sms // wide.cluster
         if count % slots == 0:  # every wave full: nothing to even out
             continue
         rows = -(-M // (wide.block_m * wide.cluster_m))
@@ -593,7 +604,7 @@ def _workspace_size(planned: Plan) -> tuple[int, int]:
     """(fp32 partials, arrival counters) a split plan needs: a slot per storing consumer of each split tile, with
     room for `splits` parts or pieces of its rows (gemm.cu's slot numbering)."""
     build = planned.build
-    slots = (planned.tiles - planned.whole) * build.cluster_m * build.storers
+    slots = (planned.tiles - planned.whole) * build.cluster * build.storers
     return slots * planned.splits * (build.block_m // build.storers) * build.block_n, slots
 
 
@@ -605,7 +616,8 @@ def _launcher(a, b, c, k_major: bool):
     if planned is None:
         planned = _PLANS[M, N, K, sms] = plan(M, N, K, sms)
     build, whole, splits = planned.build, planned.whole, planned.splits
-    map_a = tensor_map(a, box=(build.block_m, BLOCK_K))
+    # With clusters along N each block loads its share of A's rows (gemm.cu's A_SHARE) for its cluster row.
+    map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
     # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; the 64-row tiles have none)
     edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.block_m >= 128 and 0 < M % build.block_m <= \
         build.block_m // 2 else map_a
@@ -616,7 +628,7 @@ def _launcher(a, b, c, k_major: bool):
     partials, arrivals = c, c  # unread when unsplit
     if splits > 1:
         partials, arrivals = _workspace(a.device, current_stream(a.get_device()), *_workspace_size(planned))
-    grid = min(planned.units, sms // build.cluster_m) * build.cluster_m
+    grid = min(planned.units, sms // build.cluster) * build.cluster
     return module.launcher(_KERNELS[a.dtype], grid, build.threads,
                            (map_a, edge, map_b, map_c, c, M, N, K, partials, arrivals, whole, splits, planned.stream,
                             planned.lanes), shared_mem=build.smem)
