@@ -30,12 +30,13 @@
 //     arrival, and the pairs ran at 0.57x of CLUSTER_M = 1. Without it they run at 0.98-1.02x of it on the H200
 //     (BENCHMARKS.md): the kernel is bound by its tensor cores, not by L2, so halving B's traffic buys nothing
 //     the pairs' lockstep does not cost back. Off by default;
-//   - CLUSTER_N = 2 (for the 64-row tiles): clusters of CLUSTER_M x CLUSTER_N adjacent tiles (rank = column x
+//   - CLUSTER_N = 2 (for the 64-row tiles, and the 128-row ones up to 256 rows): clusters of CLUSTER_M x CLUSTER_N adjacent tiles (rank = column x
 //     CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and multicasts them to the blocks of its
 //     cluster row (same rows of C), and its share of B to those of its cluster column. A slot is refilled only when
-//     every block whose loads land in it (its cluster row and column) has released it. cuBLAS runs its 64 x 64
-//     tiles in pairs along N at 64 x 8192 x 8192 (BENCHMARKS.md): each A tile comes from L2 once for both. Off by
-//     default;
+//     every block whose loads land in it (its cluster row and column) has released it. On an edge row the first
+//     block's share (EDGE_ROWS) holds all of its rows, and the second loads none. cuBLAS runs its 64 x 64 tiles in
+//     pairs along N at 64 x 8192 x 8192, and its 128 x 128 at 256 x 8192 x 28672 (BENCHMARKS.md): each A tile comes
+//     from L2 once for both. Off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 //     With C_STAGED, C_STAGED boxes of 64 x 64 at a time, so that a wide tile keeps room for its stages;
@@ -157,7 +158,8 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
 static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
 static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N must be 1, 2 or 4");
 static_assert(BLOCK_M / CLUSTER_N % 8 == 0, "each block of a cluster loads whole swizzle atoms of A's rows");
-static_assert(CLUSTER_N == 1 || EDGE_ROWS == 0, "A's rows are shared along N only on tiles without edge rows");
+static_assert(CLUSTER_N == 1 || EDGE_ROWS == 0 || EDGE_ROWS == BLOCK_M / CLUSTER_N,
+              "an edge row's rows of A are one block's share");
 constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;  // blocks of a cluster: rank = column * CLUSTER_M + row
 constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts down its column)
 constexpr int A_SHARE = BLOCK_M / CLUSTER_N;       // A rows each block loads (and multicasts along its row)
@@ -484,10 +486,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                     unsigned long long* filled = &full[stage * WAYS + (k - u.k_begin) % WAYS];
                     // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
                     mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
-                    if constexpr (CLUSTER_N > 1)  // this block's A_SHARE rows, to every block of its cluster row
-                        tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,
-                                              tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
-                    else
+                    if constexpr (CLUSTER_N > 1) {  // this block's A_SHARE rows, to every block of its cluster row
+                        if (!edge || rank_n == 0)  // an edge row's rows are the first block's share
+                            tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,
+                                                  tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
+                    } else
                         tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
 #pragma unroll
                     for (int i = 0; i < B_SHARE; ++i) {

@@ -175,11 +175,14 @@ TMA_STORE = True  # avo: tune False True
 #     256 x 4096 x 14336 1.045 against 0.934 (the 128-wide tile's 6 with MMA_LAG), 256 x 8192 x 28672 0.996 against
 #     0.986 (both); over 18 shapes of 160 to 256 rows, 14 of them not tuned on, 0.955 against 0.933. From 1024 rows
 #     the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096), and MMA_LAG on the 3-stage
-#     320-wide tile 2-5% at any row count: the other entries keep the builds above.
+#     320-wide tile 2-5% at any row count: the other entries keep the builds above. CLUSTER_N: 2 runs these tiles
+#     in pairs along N, sharing A as the few-token tiles' CLUSTER_N does (cuBLAS runs 128 x 128 tiles in pairs at
+#     256 x 8192 x 28672); not yet timed: 1 (off).
 ROWS256 = dict(
     STAGES=4,  # avo: tune 3 4 bucket=rows256
     EPILOGUE_SPLIT=2,  # avo: tune 1 2 4 bucket=rows256
     MMA_LAG=True,  # avo: tune False True bucket=rows256
+    CLUSTER_N=1,  # avo: tune 1 2 bucket=rows256
 )
 # Blocks in pairs sharing B's tile by TMA multicast (gemm.cu): 0.997 against 1.005x cuBLAS over 16 shapes of 1024 to
 # 16384 rows on the H200 (BENCHMARKS.md); it won only 16384 x 8192 x 28672 (1.066 against 1.049).
@@ -328,24 +331,24 @@ if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
 _BUILDS: dict = {}
 
 
-def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int = 0) -> _Build:
+def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int = 0, cluster_n: int = 1) -> _Build:
     """The `width`-wide 128-row build: the widest takes `widest_stages`, a narrower one its own; C in `split` rounds
-    (the 320-wide tile in STAGED_320 boxes); MMA_LAG `lag`, or with `lag_from` only where that many stages fit. One
-    build per distinct configuration, shared by the entries that ask for it."""
+    (the 320-wide tile in STAGED_320 boxes); MMA_LAG `lag`, or with `lag_from` only where that many stages fit; in
+    clusters of `cluster_n` along N. One build per distinct configuration, shared by the entries that ask for it."""
     stages = {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(width) if width != BLOCK_N else widest_stages
     staged = STAGED_320 if width == 320 else _rounds(width, split)
     acc_sets = ACC_SETS_128 if width == 128 else 1
     args = (BLOCK_M, width, stages, CONSUMERS, CLUSTER_M, staged, WIDTH_RATE[width], acc_sets)
     if lag_from:
         lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
-    if (args, lag) not in _BUILDS:
-        _BUILDS[args, lag] = _Build(*args, lag=lag)
-    return _BUILDS[args, lag]
+    if (args, lag, cluster_n) not in _BUILDS:
+        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n)
+    return _BUILDS[args, lag, cluster_n]
 
 
 _LARGE = {n: _large(n, STAGES, EPILOGUE_SPLIT, MMA_LAG) for n in _WIDTHS}
-_ROWS256 = {n: _large(n, ROWS256["STAGES"], ROWS256["EPILOGUE_SPLIT"], ROWS256["MMA_LAG"], lag_from=4)
-            for n in _WIDTHS}
+_ROWS256 = {n: _large(n, ROWS256["STAGES"], ROWS256["EPILOGUE_SPLIT"], ROWS256["MMA_LAG"], lag_from=4,
+                      cluster_n=ROWS256["CLUSTER_N"]) for n in _WIDTHS}
 _SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
                 RATE_SHORT) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")
