@@ -45,9 +45,9 @@ def test_the_rows256_entry_takes_its_own_builds_up_to_256_rows_only():
         assert id(SEED["plan"](m, n, k, 132).build) not in own, (m, n, k)  # the few-token bucket and the next
 
 
-def test_the_entry_is_three_knobs_the_heuristic_tunes_for_its_bucket(tmp_path):
+def test_the_entry_is_four_knobs_the_heuristic_tunes_for_its_bucket(tmp_path):
     names = {k.name for k in parse_knobs((FOLDER / "kernel.py").read_text()) if k.bucket == "rows256"}
-    assert names == {"STAGES@rows256", "EPILOGUE_SPLIT@rows256", "MMA_LAG@rows256"}
+    assert names == {"STAGES@rows256", "EPILOGUE_SPLIT@rows256", "MMA_LAG@rows256", "CLUSTER_N@rows256"}
     _, gemm = seed_with(tmp_path, {"STAGES@rows256": 3, "EPILOGUE_SPLIT@rows256": 1, "MMA_LAG@rows256": False})
     g = gemm.__globals__
     assert all(g["_ROWS256"][n] is g["_LARGE"][n] for n in g["_LARGE"])  # the entry off: one set of builds
