@@ -30,10 +30,11 @@
 //     arrival, and the pairs ran at 0.57x of CLUSTER_M = 1. Without it they run at 0.98-1.02x of it on the H200
 //     (BENCHMARKS.md): the kernel is bound by its tensor cores, not by L2, so halving B's traffic buys nothing
 //     the pairs' lockstep does not cost back. Off by default;
-//   - CLUSTER_N = 2 (for the 64-row tiles, and the 128-row ones up to 256 rows): clusters of CLUSTER_M x CLUSTER_N adjacent tiles (rank = column x
-//     CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and multicasts them to the blocks of its
-//     cluster row (same rows of C), and its share of B to those of its cluster column. A slot is refilled only when
-//     every block whose loads land in it (its cluster row and column) has released it. On an edge row the first
+//   - CLUSTER_N = 2 (for the 64-row tiles, and the 128-row ones up to 256 rows): clusters of CLUSTER_M x CLUSTER_N
+//     adjacent tiles (rank = column x CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and
+//     multicasts them to the blocks of its cluster row (same rows of C), and its share of B to those of its cluster
+//     column. A slot is refilled only when every block whose loads land in it (its cluster row and column) has
+//     released it. On an edge row the first
 //     block's share (EDGE_ROWS) holds all of its rows, and the second loads none. cuBLAS runs its 64 x 64 tiles in
 //     pairs along N at 64 x 8192 x 8192, and its 128 x 128 at 256 x 8192 x 28672 (BENCHMARKS.md): each A tile comes
 //     from L2 once for both. Off by default;
