@@ -422,7 +422,7 @@ __device__ __forceinline__ void release(unsigned long long* empty_bar, unsigned 
     if constexpr (CLUSTER > 1) {
 #pragma unroll
         for (int r = 0; r < CLUSTER; ++r)
-            if (r % CLUSTER_M == rank % CLUSTER_M || r / CLUSTER_M == rank / CLUSTER_M)
+            if (CLUSTER_N == 1 || r % CLUSTER_M == rank % CLUSTER_M || r / CLUSTER_M == rank / CLUSTER_M)
                 mbar_arrive_cluster(empty_bar, r);
     } else {
         mbar_arrive(empty_bar);
@@ -444,7 +444,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 
     const int wg = threadIdx.x / 128;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
-    const int rank_m = rank % CLUSTER_M, rank_n = rank / CLUSTER_M;  // the block's row and column in its cluster
+    // the block's row and column in its cluster (with one column, its rank and 0, as the compiler can see)
+    const int rank_m = CLUSTER_N == 1 ? rank : rank % CLUSTER_M, rank_n = CLUSTER_N == 1 ? 0 : rank / CLUSTER_M;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES * WAYS; ++s) mbar_init(&full[s], 1);
         for (int s = 0; s < STAGES; ++s)
