@@ -12,7 +12,8 @@ import shutil
 import needs
 import pytest
 import torch
-from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_reads_weight_in_place, check_repeatable, work
+from test_gemm_splitk import (H200_SMS, SEED, arrivals_reset, check_compiles_without_spills, check_nvrtc_compiles,
+                              check_reads_weight_in_place, check_repeatable, work)
 
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
@@ -99,30 +100,24 @@ BUILDS = {"pairs": ("-DBLOCK_M=64", 3), "pairs-one": ("-DBLOCK_M=64", 3), "rows2
 @pytest.mark.parametrize("variant", list(BUILDS))
 def test_the_paired_builds_compile_for_hopper_without_spills(variant, tmp_path):
     from avo.cuda import declared_builds
-    from avo.evaluate.cuda_compile import compile_check
 
     folder, _ = clustered(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DCLUSTER_N=2" in b.flags]
     rows, count = BUILDS[variant]
     assert len(builds) == count and all(rows in b.flags for b in builds), [b.flags for b in builds]
-    check = compile_check(folder, "sm_90a", builds=builds)
-    assert check.ok, check.log
-    for name, facts in check.resources.items():
-        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
-        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+    check_compiles_without_spills(folder, builds)
 
 
 @needs.nvrtc
 @pytest.mark.parametrize("variant", ["pairs", "rows256-pairs"])
 def test_nvrtc_compiles_the_paired_builds(variant, tmp_path):
     """The wrapper compiles with NVRTC at run time (nvcc above only for ptxas's resource report)."""
-    from avo.cuda import CudaModule, declared_builds
+    from avo.cuda import declared_builds
 
     folder, _ = clustered(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DCLUSTER_N=2" in b.flags]
     assert len(builds) == BUILDS[variant][1]
-    for build in builds:
-        assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags
+    check_nvrtc_compiles(builds)
 
 
 @pytest.mark.gpu

@@ -79,6 +79,27 @@ def check_reads_weight_in_place(gemm, shapes, label="") -> None:
         assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (label, m, n, k)
 
 
+def check_compiles_without_spills(folder, builds) -> dict:
+    """nvcc compiles `builds` of the seed in `folder` for sm_90a, none spilling or serializing its wgmma; ptxas's
+    resource report of each kernel, returned."""
+    from avo.evaluate.cuda_compile import compile_check
+
+    check = compile_check(folder, "sm_90a", builds=builds)
+    assert check.ok, check.log
+    for name, facts in check.resources.items():
+        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
+        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+    return check.resources
+
+
+def check_nvrtc_compiles(builds) -> None:
+    """NVRTC, as the wrapper compiles at run time, makes a cubin of each of `builds` for sm_90a."""
+    from avo.cuda import CudaModule
+
+    for build in builds:
+        assert CudaModule(build).compile("sm_90a")[:4] == b"\x7fELF", build.flags
+
+
 def check_shipped(folder, shape: tuple[int, int, int], dtype) -> None:
     """On a GPU: the seed in `folder` correct and bitwise repeatable at `shape` (check_repeatable), every split
     tile's arrival counter back at zero after."""
