@@ -34,10 +34,9 @@
 //     adjacent tiles (rank = column x CLUSTER_M + row). Each block loads A_SHARE of its tile's rows of A and
 //     multicasts them to the blocks of its cluster row (same rows of C), and its share of B to those of its cluster
 //     column. A slot is refilled only when every block whose loads land in it (its cluster row and column) has
-//     released it. On an edge row the first
-//     block's share (EDGE_ROWS) holds all of its rows, and the second loads none. cuBLAS runs its 64 x 64 tiles in
-//     pairs along N at 64 x 8192 x 8192, and its 128 x 128 at 256 x 8192 x 28672 (BENCHMARKS.md): each A tile comes
-//     from L2 once for both. Off by default;
+//     released it. On an edge row the first block's share (EDGE_ROWS) holds all of its rows, and the second loads
+//     none (map_a_edge goes unread). cuBLAS runs its 64 x 64 tiles in pairs along N at 64 x 8192 x 8192, and its
+//     128 x 128 at 256 x 8192 x 28672 (BENCHMARKS.md): each A tile comes from L2 once for both. Off by default;
 //   - TMA_STORE = 1: each consumer writes its finished tile to shared memory (128-byte swizzle: no bank conflicts)
 //     and one thread hands it to TMA, so the warps go on to the next tile's wgmma while the copy engine stores C.
 //     With C_STAGED, C_STAGED boxes of 64 x 64 at a time, so that a wide tile keeps room for its stages;
@@ -470,7 +469,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         regs_dealloc<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             tma_prefetch_map(map_a);
-            if (EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS) tma_prefetch_map(map_a_edge);
+            if (CLUSTER_N == 1 && EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS)
+                tma_prefetch_map(map_a_edge);
             tma_prefetch_map(map_b);
             int stage = 0, phase = 0;
             for (int i = 0; i < work.count; ++i) {

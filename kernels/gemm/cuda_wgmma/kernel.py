@@ -621,9 +621,10 @@ def _launcher(a, b, c, k_major: bool):
     build, whole, splits = planned.build, planned.whole, planned.splits
     # With clusters along N each block loads its share of A's rows (gemm.cu's A_SHARE) for its cluster row.
     map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
-    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; the 64-row tiles have none)
-    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.block_m >= 128 and 0 < M % build.block_m <= \
-        build.block_m // 2 else map_a
+    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; the 64-row tiles have none,
+    # and a pair's first block loads such a row through map_a)
+    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.block_m >= 128 and build.cluster_n == 1 and \
+        0 < M % build.block_m <= build.block_m // 2 else map_a
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
     module = build.k_major() if k_major else build.module
