@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Callable
 
 from avo.agent.heuristic import blackwell, widen
@@ -67,6 +68,11 @@ class Move:
     score: float = 0.0
     label: str = ""
 
+    @cached_property
+    def key(self) -> tuple:
+        """point_key(point), read for every ranking and every check of whether the point was tried: made once."""
+        return point_key(self.point)
+
     def describe(self) -> str:
         changed = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in self.changes.items())
         lead = f"{self.label}: {changed}" if self.label else changed
@@ -97,6 +103,7 @@ class Search:
     shape.head_dim."""
     _bucket_roles: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     _memo: dict | None = field(default=None, repr=False)
+    _ties: dict[tuple, str] = field(default_factory=dict, repr=False)
 
     @property
     def by_name(self) -> dict[str, Knob]:
@@ -134,7 +141,12 @@ class Search:
             moves += self._pairs()
         if not moves:  # every step around the best measured: the near misses together, then values further away
             moves = widen.combined(self) or widen.far_singles(self)
-        return min(moves, key=lambda m: (-m.score, len(m.changes), _jitter(self.seed, m.point))) if moves else None
+        return min(moves, key=lambda m: (-m.score, len(m.changes), self._jitter(m))) if moves else None
+
+    def _jitter(self, move: Move) -> str:
+        if move.key not in self._ties:  # a point is ranked again at every pick of next_moves: hash it once
+            self._ties[move.key] = _jitter(self.seed, move.point)
+        return self._ties[move.key]
 
     def next_moves(self, count: int) -> list[Move]:
         """Up to `count` moves, each the one `next_move` would give were the ones before it tried with no outcome
@@ -149,7 +161,7 @@ class Search:
                 if move is None:
                     break
                 moves.append(move)
-                self.trials[point_key(move.point)] = Trial(point=move.point, status="pending")
+                self.trials[move.key] = Trial(point=move.point, status="pending")
         finally:
             self.trials, self._memo = known, None
         return moves
@@ -164,7 +176,7 @@ class Search:
             move = self._build(changes, kind, label)
             if self._memo is not None:
                 self._memo[key] = move
-        return None if move is None or self.tried(move.point) else move
+        return None if move is None or move.key in self.trials else move
 
     def _build(self, changes: dict[str, Value], kind: str, label: str) -> Move | None:
         point = dict(self.incumbent)
@@ -227,7 +239,7 @@ class Search:
             for value in knob.neighbours(self.incumbent.get(knob.name, knob.value)):
                 move = self._candidate({knob.name: value}, "single")
                 if move is not None:
-                    moves.setdefault(point_key(move.point), move)
+                    moves.setdefault(move.key, move)
         return list(moves.values())
 
     def _presets(self) -> list[Move]:
@@ -249,14 +261,26 @@ class Search:
         return moves
 
     def _pairs(self) -> list[Move]:
+        """Every two-knob step not tried. Within next_moves the list is built once and only filtered at each pick:
+        a kernel with many knobs has thousands of pairs."""
+        if self._memo is not None and "pairs" in self._memo:
+            moves = self._memo["pairs"]
+        else:
+            moves = self._all_pairs()
+            if self._memo is not None:
+                self._memo["pairs"] = moves
+        return [m for m in moves if m.key not in self.trials]
+
+    def _all_pairs(self) -> list[Move]:
+        """Every two-knob step that can be made, tried or not, one move per point."""
         steps = [(k.name, v) for k in self.knobs for v in k.neighbours(self.incumbent.get(k.name, k.value))]
         moves: dict[tuple, Move] = {}
         for (a, va), (b, vb) in itertools.combinations(steps, 2):
             if a == b:
                 continue
-            move = self._candidate({a: va, b: vb}, "pair")
+            move = self._build({a: va, b: vb}, "pair", "")
             if move is not None:
-                moves.setdefault(point_key(move.point), move)
+                moves.setdefault(move.key, move)
         return list(moves.values())
 
     def _repair(self, point: Point, fixed: set[str], shape: Shape | None = None) -> Point | None:

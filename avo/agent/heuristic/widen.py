@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from avo.agent.heuristic.knobs import point_key
-
 if TYPE_CHECKING:
     from avo.agent.heuristic.search import Move, Search
 
@@ -68,5 +66,5 @@ def far_singles(search: Search) -> list[Move]:
                 continue
             move = search._candidate({knob.name: value}, "far", "a value further away")
             if move is not None:
-                moves.setdefault(point_key(move.point), move)
+                moves.setdefault(move.key, move)
     return list(moves.values())
