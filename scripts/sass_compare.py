@@ -5,14 +5,12 @@ is shown to do so without a GPU:
 
     python3 scripts/sass_compare.py before kernels/gemm/cuda_wgmma
 
-Needs nvcc and cuobjdump (on PATH, or the copy Triton ships). Exit status 1 where any build differs.
+Needs nvcc, and cuobjdump (the copy Triton ships, else the one on PATH). Exit status 1 where any build differs.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,30 +18,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from avo.cuda import declared_builds  # noqa: E402
+from avo.cuda import Build, declared_builds  # noqa: E402
+from avo.evaluate.cuda_compile import find_nvcc, nvcc_command  # noqa: E402
 from avo.evaluate.worker.loader import load_entry  # noqa: E402
+from avo.profile.sass import run_tool, sass_text  # noqa: E402
 
 
-def cuobjdump() -> str:
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    import triton
-
-    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
-
-
-def defines(folder: Path, entry: str) -> list[tuple[str, tuple[str, ...]]]:
-    load_entry(folder, entry)
-    return [(b.source.name, tuple(f for f in b.flags if f.startswith("-D"))) for b in declared_builds(folder)]
-
-
-def sass(folder: Path, source: str, flags: tuple[str, ...], work: Path) -> list[str]:
+def sass(nvcc: str, build: Build, work: Path) -> list[str]:
+    """The build's instructions for sm_90a, compiled as avo's compile check compiles it, without line comments."""
     cubin = work / "k.cubin"
-    subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-std=c++17", *flags, "-I", str(folder), "-o",
-                    str(cubin), str(folder / source)], check=True)
-    text = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    return [line for line in text.splitlines() if "/*" in line]  # instructions, without the file's own name
+    run_tool(nvcc_command(nvcc, build, "sm_90a", cubin))
+    return [line for line in sass_text(cubin).splitlines() if "/*" in line]
 
 
 def main() -> int:
@@ -52,14 +37,20 @@ def main() -> int:
     parser.add_argument("second", type=Path)
     parser.add_argument("--entry", default="gemm", help="the kernel's entry function in kernel.py")
     args = parser.parse_args()
-    builds = defines(args.first.resolve(), args.entry)
+    first, second = args.first.resolve(), args.second.resolve()
+    nvcc = find_nvcc()
+    if nvcc is None:
+        sys.exit("nvcc was not found on PATH or in $CUDA_HOME/bin")
+    load_entry(first, args.entry)  # declares its builds in this process
+    builds = declared_builds(first)
     differ = 0
     with tempfile.TemporaryDirectory() as work:
-        for source, flags in builds:
-            same = sass(args.first.resolve(), source, flags, Path(work)) == \
-                sass(args.second.resolve(), source, flags, Path(work))
+        for build in builds:
+            twin = Build(second / build.source.relative_to(first), second, build.flags)
+            same = sass(nvcc, build, Path(work)) == sass(nvcc, twin, Path(work))
             differ += not same
-            print("same     " if same else "DIFFERENT", source, " ".join(flags))
+            print("same     " if same else "DIFFERENT", build.source.name,
+                  " ".join(f for f in build.flags if f.startswith("-D")))
     print(f"{len(builds) - differ} of {len(builds)} builds the same")
     return 1 if differ else 0
 
