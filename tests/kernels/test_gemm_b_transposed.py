@@ -9,8 +9,8 @@ from pathlib import Path
 import needs
 import pytest
 import torch
+from test_gemm_splitk import check_compiles_without_spills
 
-from avo.evaluate.cuda_compile import compile_check
 from avo.evaluate.worker.loader import load_entry
 from avo.tasks import load, relative_error
 
@@ -44,14 +44,10 @@ def test_every_configuration_has_a_k_major_twin_that_compiles_for_hopper_without
     twins = {build.flags for build in builds}
     assert all("-DB_K_MAJOR=1" in flags for flags in twins) and len(twins) == len(_builds(g))
     # The twins, and one row-major build to show the difference (all of them compile in test_cuda_seeds.py).
-    check = compile_check(SEED, "sm_90a", cubin_dir=tmp_path, builds=[*builds, _builds(g)[0].module.build])
-    assert check.ok, check.log
-    for name, facts in check.resources.items():
-        assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
-        assert facts["wgmma_serialized"] is None, f"{name}: {facts['wgmma_serialized']}"
+    resources = check_compiles_without_spills(SEED, [*builds, _builds(g)[0].module.build], cubin_dir=tmp_path)
     # The twins' wgmma reads B K-major (no transpose bit); the row-major builds' reads it transposed.
     transposed = []
-    for facts in (f for name, f in check.resources.items() if name.startswith("gemm_bf16")):
+    for facts in (f for name, f in resources.items() if name.startswith("gemm_bf16")):
         hgmma = [line for line in split_sass_functions(sass_text(Path(facts["cubin"])))["gemm_bf16"].splitlines()
                  if "HGMMA" in line]
         assert hgmma and len({".tnspB" in line for line in hgmma}) == 1, facts["cubin"]

@@ -79,12 +79,12 @@ def check_reads_weight_in_place(gemm, shapes, label="") -> None:
         assert torch.equal(gemm(a, weight.t()), gemm(a, weight.t().contiguous())), (label, m, n, k)
 
 
-def check_compiles_without_spills(folder, builds) -> dict:
+def check_compiles_without_spills(folder, builds, cubin_dir=None) -> dict:
     """nvcc compiles `builds` of the seed in `folder` for sm_90a, none spilling or serializing its wgmma; ptxas's
-    resource report of each kernel, returned."""
+    resource report of each kernel, returned (with `cubin_dir`, each names its cubin there)."""
     from avo.evaluate.cuda_compile import compile_check
 
-    check = compile_check(folder, "sm_90a", builds=builds)
+    check = compile_check(folder, "sm_90a", builds=builds, cubin_dir=cubin_dir)
     assert check.ok, check.log
     for name, facts in check.resources.items():
         assert facts["spill_store_bytes"] == facts["spill_load_bytes"] == 0, f"{name} spills: {facts}"
