@@ -43,7 +43,7 @@ in the warm-up (its first call left out where there are more): a wrapper slower 
 slow host CPU, 110 µs against 50) would otherwise have its launch work timed as the kernel's."""
 SHIELD_MAX_US = 2000.0
 FLUSH_FACTOR = 4
-"""The flush buffer is this many times the L2 size, so one write of it evicts everything a call left there."""
+"""The flush buffer is this many times the L2 size, so one read of it evicts everything a call left there."""
 SCALE_RANGE = (0.5, 2.0)
 """Each floating-point input of a timed call is its source scaled by a factor drawn from this range (the check suite
 covers both ends: worker.check.CHECK_SCALES)."""
@@ -98,17 +98,23 @@ OnOutput = Callable[[str, int, tuple, Any], None]
 
 
 class L2Flush:
-    """Writes a buffer several times the L2 size so no call finds its operands (or its output) still cached."""
+    """Reads a buffer several times the L2 size, so no call finds its operands (or its output) still cached.
+
+    A read, not a write: a written buffer leaves L2 full of dirty lines, and the timed call's first misses then
+    write them back to DRAM inside its window (on an H100, 64 x 8192 x 8192 in bf16 read 58.6 µs after a written
+    flush and 49.7 after a read one, cuBLAS 58.2 and 48.2; Nsight Compute, which invalidates L2, measured 48-53:
+    BENCHMARKS.md). After a read L2 holds clean lines of this buffer only, and the write-backs of what the last
+    call and the inputs' preparation left dirty are done before the clock starts."""
 
     def __init__(self, l2_bytes: int, device: str = "cuda"):
         import torch
 
-        self.buffer = torch.empty(max(1, FLUSH_FACTOR * l2_bytes // 4), dtype=torch.int32, device=device)
-        self._value = 0
+        self.buffer = torch.ones(max(1, FLUSH_FACTOR * l2_bytes // 4), dtype=torch.int32, device=device)
+        self.result = torch.zeros(1, dtype=torch.int32, device=device)
+        self._amax = torch.amax  # a reduction that keeps up with DRAM (an int64 sum does not)
 
     def __call__(self) -> None:
-        self._value = (self._value + 1) & 0xFFFF
-        self.buffer.fill_(self._value)
+        self._amax(self.buffer, 0, keepdim=True, out=self.result)
 
 
 def time_interleaved(contenders: list[Contender], *, device: str, l2_bytes: int, warmup_ms: float, rep_ms: float,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from avo.evaluate.worker.bench import SpotChecks
-from avo.evaluate.worker.timing import Contender, InputRotation, L2Flush, Measurement, time_interleaved
+from avo.evaluate.worker.timing import Contender, InputRotation, L2Flush, LaunchShield, Measurement, time_interleaved
 
 
 def sleeper(seconds: float, log: list):
@@ -294,14 +294,75 @@ def test_spot_check_sample_is_spread_over_the_calls():
     assert len(picks) >= 8
 
 
+def test_l2_flush_reads_every_element_of_a_buffer_past_the_l2_size():
+    flush = L2Flush(1 << 20, device="cpu")
+    n = flush.buffer.numel()
+    assert n * 4 >= 2 * (1 << 20)
+    flush()
+    assert int(flush.result) == 1
+    for marked in (0, n // 2 + 3, n - 1):
+        flush.buffer[marked] = 5
+        flush()
+        assert int(flush.result) == 5
+        flush.buffer[marked] = 1
+
+
+def _median_ms(before, timed, reps: int = 25) -> float:
+    """The median time of `timed` after `before`, a 100 µs spin between them (the evaluator's launch shield), so the
+    host's launch of `timed` is never timed as the device's work."""
+    shield, times = LaunchShield(100.0), []
+    for _ in range(reps):
+        before()
+        shield()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        timed()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def _l2_bytes() -> int:
+    return torch.cuda.get_device_properties(0).L2_cache_size
+
+
 @pytest.mark.gpu
-def test_l2_flush_buffer_exceeds_l2_and_changes_each_time():
-    flush = L2Flush(50 << 20)
-    assert flush.buffer.numel() * 4 >= 2 * (50 << 20)
-    flush()
-    first = int(flush.buffer[0])
-    flush()
-    assert int(flush.buffer[0]) != first
+def test_l2_flush_evicts_what_a_call_read():
+    """A tensor a third of L2 reads at L2's speed when it was just read, and at DRAM's after a flush."""
+    x = torch.ones(_l2_bytes() // 3 // 4, dtype=torch.int32, device="cuda")
+    flush, top = L2Flush(_l2_bytes()), torch.zeros(1, dtype=torch.int32, device="cuda")
+
+    def read():
+        torch.amax(x, 0, keepdim=True, out=top)
+
+    cached = _median_ms(read, read)
+    flushed = _median_ms(flush, read)
+    assert flushed > 1.25 * cached, (cached, flushed)
+
+
+@pytest.mark.gpu
+def test_l2_flush_leaves_no_write_backs_in_the_timed_window():
+    """Dirty lines written before the flush (the last call's output, the inputs' preparation) are written back
+    during the flush, not during the timed call: a DRAM-bound read times the same after them as after a flush
+    alone. Without the flush's read they cost the read a write-back of L2's size (the control)."""
+    l2 = _l2_bytes()
+    x = torch.ones(4 * l2 // 4, dtype=torch.int32, device="cuda")
+    dirt = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    flush, top = L2Flush(l2), torch.zeros(1, dtype=torch.int32, device="cuda")
+
+    def read():
+        torch.amax(x, 0, keepdim=True, out=top)
+
+    def dirty_then_flush():
+        dirt.fill_(3)
+        flush()
+
+    clean = _median_ms(flush, read)
+    after_dirt = _median_ms(dirty_then_flush, read)
+    dirty = _median_ms(lambda: dirt.fill_(3), read)
+    assert after_dirt < 1.04 * clean, (clean, after_dirt)
+    assert dirty > 1.08 * clean, (clean, dirty)
 
 
 @pytest.mark.gpu
