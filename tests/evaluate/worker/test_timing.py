@@ -347,8 +347,8 @@ def test_l2_flush_leaves_no_write_backs_in_the_timed_window():
     during the flush, not during the timed call: a DRAM-bound read times the same after them as after a flush
     alone. Without the flush's read they cost the read a write-back of L2's size (the control)."""
     l2 = _l2_bytes()
-    x = torch.ones(4 * l2 // 4, dtype=torch.int32, device="cuda")
-    dirt = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    x = torch.ones(l2, dtype=torch.int32, device="cuda")  # four times L2's bytes: read from DRAM
+    dirt = torch.empty(l2 // 2, dtype=torch.int32, device="cuda")  # twice L2's bytes: leaves all of L2 dirty
     flush, top = L2Flush(l2), torch.zeros(1, dtype=torch.int32, device="cuda")
 
     def read():
