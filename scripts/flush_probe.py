@@ -62,12 +62,14 @@ def main() -> None:
                       Contender("avo", rotation, lambda x: gemm(*x))]
         for mode, call in modes.items():
             timing.L2Flush.__call__ = call
-            measured = time_as_configured(contenders, cfg, device="cuda", l2_bytes=gpu.l2_mb << 20,
-                                          paired_with="cublas")
+            try:
+                measured = time_as_configured(contenders, cfg, device="cuda", l2_bytes=gpu.l2_mb << 20,
+                                              paired_with="cublas")
+            finally:
+                timing.L2Flush.__call__ = modes["read"]
             lib, ours = measured["cublas"].ms * 1e3, measured["avo"].ms * 1e3
             rows.append((case, mode, ours, lib, lib / ours))
             print(f"{case:20s} {mode:11s} avo {ours:8.1f} us  cublas {lib:8.1f} us  x{lib / ours:.3f}", flush=True)
-        timing.L2Flush.__call__ = modes["read"]
         del sources, rotation, contenders
         torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name()}\n")

@@ -1,4 +1,5 @@
-"""Timing: interleaved rounds, input rotation, spot-check sampling (CPU); CUDA events, L2 flush, side streams (GPU)."""
+"""Timing: interleaved rounds, input rotation, spot-check sampling, what the L2 flush reads (CPU); CUDA events, what
+the L2 flush evicts and leaves dirty, side streams (GPU)."""
 
 from __future__ import annotations
 
@@ -327,15 +328,16 @@ def _l2_bytes() -> int:
     return torch.cuda.get_device_properties(0).L2_cache_size
 
 
+def _reader(nbytes: int):
+    """A call that reads a tensor of `nbytes` once (as the flush reads its buffer), writing one element."""
+    x, top = torch.ones(nbytes // 4, dtype=torch.int32, device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+    return lambda: torch.amax(x, 0, keepdim=True, out=top)
+
+
 @pytest.mark.gpu
 def test_l2_flush_evicts_what_a_call_read():
     """A tensor a third of L2 reads at L2's speed when it was just read, and at DRAM's after a flush."""
-    x = torch.ones(_l2_bytes() // 3 // 4, dtype=torch.int32, device="cuda")
-    flush, top = L2Flush(_l2_bytes()), torch.zeros(1, dtype=torch.int32, device="cuda")
-
-    def read():
-        torch.amax(x, 0, keepdim=True, out=top)
-
+    read, flush = _reader(_l2_bytes() // 3), L2Flush(_l2_bytes())
     cached = _median_ms(read, read)
     flushed = _median_ms(flush, read)
     assert flushed > 1.25 * cached, (cached, flushed)
@@ -347,12 +349,9 @@ def test_l2_flush_leaves_no_write_backs_in_the_timed_window():
     during the flush, not during the timed call: a DRAM-bound read times the same after them as after a flush
     alone. Without the flush's read they cost the read a write-back of L2's size (the control)."""
     l2 = _l2_bytes()
-    x = torch.ones(l2, dtype=torch.int32, device="cuda")  # four times L2's bytes: read from DRAM
+    read = _reader(4 * l2)  # four times L2's bytes: read from DRAM
     dirt = torch.empty(l2 // 2, dtype=torch.int32, device="cuda")  # twice L2's bytes: leaves all of L2 dirty
-    flush, top = L2Flush(l2), torch.zeros(1, dtype=torch.int32, device="cuda")
-
-    def read():
-        torch.amax(x, 0, keepdim=True, out=top)
+    flush = L2Flush(l2)
 
     def dirty_then_flush():
         dirt.fill_(3)
