@@ -11,6 +11,8 @@
 //   - persistent: one block per SM walks the output tiles in grouped order (GROUP_M tile-rows advance together
 //     along N, so the A and B panels the SMs need at the same time stay in L2), and the producer runs ahead into the
 //     next tile while the consumers store the last one;
+//   - the first loads leave at once: the producer issues its first unit's first STAGES steps right after the
+//     barriers' set-up, before the work list's divisions, which a GEMM bound by streaming B otherwise waited on;
 //   - MMA_LAG = 1 keeps one stage's wgmma in flight while the next is issued, releasing a slot one step later;
 //   - ACC_SETS = 2 (with MMA_LAG implied): a consumer's K-steps alternate between two register tiles, so the next
 //     step's wgmma do not accumulate into the registers the last step's are still writing; the second set is added
@@ -446,6 +448,10 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // the block's row and column in its cluster (with one column, its rank and 0, as the compiler can see)
     const int rank_m = CLUSTER_N == 1 ? rank : rank % CLUSTER_M, rank_n = CLUSTER_N == 1 ? 0 : rank / CLUSTER_M;
     if (threadIdx.x == 0) {
+        tma_prefetch_map(map_a);
+        if (CLUSTER_N == 1 && EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS)
+            tma_prefetch_map(map_a_edge);
+        tma_prefetch_map(map_b);
         for (int s = 0; s < STAGES * WAYS; ++s) mbar_init(&full[s], 1);
         for (int s = 0; s < STAGES; ++s)
             // each consumer reading it, of every block whose loads land in it (its cluster row and column)
@@ -462,53 +468,90 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // A unit is a whole tile, one part of a split tile (unit_work; kernel.py keeps splits <= k_steps) or a piece of
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
+
+    // The producer's view of a unit: its tile's coordinates, and whether it is an edge row (EDGE_ROWS).
+    struct Loading {
+        int tm, tn, k_begin;
+        bool edge;
+    };
+    auto loading = [&](const Unit& u) {
+        int cm, cn;
+        tile_coords(u.tile, rows_m, cols_n, cm, cn);
+        Loading l;
+        l.tm = cm * CLUSTER_M + rank_m, l.tn = cn * CLUSTER_N + rank_n, l.k_begin = u.k_begin;
+        const int left = M - l.tm * BLOCK_M;  // rows of M from the tile's first
+        l.edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
+        return l;
+    };
+    // Step k of a unit into slot `stage`.
+    auto fill = [&](const Loading& l, int k, int stage) {
+        const int tm = l.tm, tn = l.tn;
+        const bool edge = l.edge;
+        unsigned char* sa = smem + stage * STAGE_BYTES;
+        unsigned char* sb = sa + A_BYTES;
+        // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
+        unsigned long long* filled = &full[stage * WAYS + (k - l.k_begin) % WAYS];
+        // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
+        mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
+        if constexpr (CLUSTER_N > 1) {  // this block's A_SHARE rows, to every block of its cluster row
+            if (!edge || rank_n == 0)  // an edge row's rows are the first block's share
+                tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,
+                                      tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
+        } else
+            tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
+#pragma unroll
+        for (int i = 0; i < B_SHARE; ++i) {
+            const int box = rank_m * B_SHARE + i;
+            // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
+            const int col = tn * BLOCK_N + box * 64;
+            const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
+            if constexpr (CLUSTER_M > 1)  // to every block of its cluster column
+                tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, filled, x, y,
+                                      ((1 << CLUSTER_M) - 1) << (rank_n * CLUSTER_M));
+            else
+                tma_load_2d(sb + box * B_BOX_BYTES, map_b, filled, x, y);
+        }
+    };
+    // The first unit's first STAGES steps go out at once, into slots no one has used yet (no wait), before the
+    // schedule's divisions and the registers' hand-over: with those first, a block's first load left 2,900 cycles
+    // after its start, 1,500 with this (an H100's cycle counter; 64 x 8192 x 1024 0.894 -> 0.931x cuBLAS,
+    // BENCHMARKS.md). Not with stream-K, whose first unit takes the schedule to find.
+    // `issued` is worked out alike in every thread, so that the compiler keeps the producer's loop below in uniform
+    // registers (from thread 0's alone, its every step cost more: 1% at 256 x 8192 x 8192).
+    int issued = 0;
+    if (stream == 0 && blockIdx.x / CLUSTER < whole + (rows_m * cols_n - whole) * splits) {
+        const Unit u = unit_work(blockIdx.x / CLUSTER, whole, splits, k_steps);
+        issued = min(STAGES, u.k_end - u.k_begin);
+        if (threadIdx.x == 0) {
+            const Loading l = loading(u);
+            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);
+        }
+    }
     const Schedule work(whole, splits, stream, lanes, k_steps, rows_m * cols_n, blockIdx.x / CLUSTER,
                         gridDim.x / CLUSTER);
 
     if (wg == 0) {
         regs_dealloc<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
-            tma_prefetch_map(map_a);
-            if (CLUSTER_N == 1 && EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS)
-                tma_prefetch_map(map_a_edge);
-            tma_prefetch_map(map_b);
-            int stage = 0, phase = 0;
+            int stage = issued % STAGES, phase = issued == STAGES;
             for (int i = 0; i < work.count; ++i) {
                 const Unit u = work[i];
-                int cm, cn;
-                tile_coords(u.tile, rows_m, cols_n, cm, cn);
-                const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
-                const int left = M - tm * BLOCK_M;  // rows of M from the tile's first
-                const bool edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
-                for (int k = u.k_begin; k < u.k_end; ++k) {
+                const Loading l = loading(u);
+                for (int k = u.k_begin + (i == 0 ? issued : 0); k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
-                    unsigned char* sa = smem + stage * STAGE_BYTES;
-                    unsigned char* sb = sa + A_BYTES;
-                    // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
-                    unsigned long long* filled = &full[stage * WAYS + (k - u.k_begin) % WAYS];
-                    // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
-                    mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
-                    if constexpr (CLUSTER_N > 1) {  // this block's A_SHARE rows, to every block of its cluster row
-                        if (!edge || rank_n == 0)  // an edge row's rows are the first block's share
-                            tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,
-                                                  tm * BLOCK_M + rank_n * A_SHARE, ROW_MASK << rank_m);
-                    } else
-                        tma_load_2d(sa, edge ? map_a_edge : map_a, filled, k * BLOCK_K, tm * BLOCK_M);
-#pragma unroll
-                    for (int i = 0; i < B_SHARE; ++i) {
-                        const int box = rank_m * B_SHARE + i;
-                        // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
-                        const int col = tn * BLOCK_N + box * 64;
-                        const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
-                        if constexpr (CLUSTER_M > 1)  // to every block of its cluster column
-                            tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, filled, x, y,
-                                                  ((1 << CLUSTER_M) - 1) << (rank_n * CLUSTER_M));
-                        else
-                            tma_load_2d(sb + box * B_BOX_BYTES, map_b, filled, x, y);
-                    }
+                    fill(l, k, stage);
                     if (++stage == STAGES) { stage = 0; phase ^= 1; }
                 }
             }
+            // With clusters, the block may leave only once no partner can still reach its shared memory: it waits
+            // until each slot's last fill has been released by every consumer reading it, its partners' included
+            // (whose releases also say the multicasts into them have landed). A final cluster barrier in its place
+            // cost 4-6% at 256 x 8192 x 8192 (BENCHMARKS.md).
+            if constexpr (CLUSTER > 1)
+                for (int s = 0; s < STAGES; ++s) {
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    if (++stage == STAGES) { stage = 0; phase ^= 1; }
+                }
         }
     } else {
         regs_alloc<CONSUMER_REGS>();
@@ -603,10 +646,6 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         }
         if (WAYS > 1 && consumer > 0 && writes) named_barrier(RED_FREE, 256);  // matches the first's last arrival
         if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();  // the staging buffer outlives its stores
-    }
-    if constexpr (CLUSTER > 1) {
-        __syncwarp();
-        cluster_sync();  // no block leaves while its partner may still multicast into it or arrive on its barriers
     }
 }
 
