@@ -1,7 +1,7 @@
 """gemm/cuda_wgmma's EPILOGUE_SPLIT: the 256-, 192- and 128-wide tiles' C stored in rounds of a few 64 x 64 boxes per
 consumer, so that the staging buffer leaves room for another stage (4 of the 256-wide tile where 3 fit beside the
-whole C tile). On the CPU each build takes the stages and rounds asked for and compiles for Hopper without spills; on
-a GPU every kind of work on them is correct and bitwise repeatable."""
+whole C tile), and only there. On the CPU each build takes the stages and rounds asked for and compiles for Hopper
+without spills; on a GPU every kind of work on them is correct and bitwise repeatable."""
 
 from __future__ import annotations
 
@@ -45,10 +45,11 @@ def test_rounds_leave_room_for_a_fourth_stage_of_the_256_wide_tile(tmp_path):
 
     _, gemm = seed_with(tmp_path, DEEPER)
     g = gemm.__globals__
-    expected = {256: (4, 2), 192: (5, 1), 128: (6, 1), 320: (g["STAGES_320"], g["STAGED_320"])}
+    # the 128-wide tile's 6 stages fit beside its whole C tile: rounds would buy it nothing
+    expected = {256: (4, 2), 192: (5, 1), 128: (6, None), 320: (g["STAGES_320"], g["STAGED_320"])}
     for width, (stages, boxes) in expected.items():
         build = g["_LARGE"][width]
-        assert (build.defines["STAGES"], build.defines["C_STAGED"]) == (stages, boxes), width
+        assert (build.defines["STAGES"], build.defines.get("C_STAGED")) == (stages, boxes), width
         assert build.smem <= g["SMEM_BYTES"], width
     _, quarter = seed_with(tmp_path, dict(DEEPER, EPILOGUE_SPLIT=4), "quarter")
     assert quarter.__globals__["_LARGE"][256].defines["C_STAGED"] == 1
@@ -69,7 +70,7 @@ def test_the_deeper_builds_compile_for_hopper_without_spills(tmp_path):
     builds = [b for b in declared_builds(folder) if any(f.startswith("-DC_STAGED=") for f in b.flags)]
     resources = check_compiles_without_spills(folder, builds)
     staged = [facts for facts in resources.values() if any(d.startswith("C_STAGED") for d in facts["defines"])]
-    assert len(staged) >= 8  # bf16 and fp16 of the 320-, 256-, 192- and 128-wide builds
+    assert len(staged) >= 6  # bf16 and fp16 of the 320-, 256- and 192-wide builds
 
 
 @pytest.mark.gpu

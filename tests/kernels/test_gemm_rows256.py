@@ -33,6 +33,7 @@ def test_the_rows256_entry_takes_its_own_builds_up_to_256_rows_only():
     deep, shallow = SEED["_ROWS256"], SEED["_LARGE"]
     assert (deep[256].defines["STAGES"], deep[256].defines["C_STAGED"], deep[256].defines["MMA_LAG"]) == (4, 2, True)
     assert deep[128].defines["MMA_LAG"] and deep[128].defines["STAGES"] == 6
+    assert "C_STAGED" not in deep[128].defines  # its 6 stages fit beside the whole C tile: no rounds
     # a ring of 3 keeps its products waited on: the 320-wide build is the other entries' own
     assert deep[320] is shallow[320] and not deep[192].defines["MMA_LAG"]
     assert not any(b.defines["MMA_LAG"] or "C_STAGED" in b.defines for n, b in shallow.items() if n != 320)

@@ -131,7 +131,10 @@ STAGES_192 = 3  # avo: tune 2 3 4
 # EPILOGUE_SPLIT: the 256-, 192- and 128-wide tiles' C leaves in this many rounds per consumer, its 64 x 64 boxes
 # staged a round at a time (gemm.cu's C_STAGED), as the 320-wide tile's do (STAGED_320), so that the staging buffer
 # leaves room for another stage: in 2 rounds, 4 stages of the 256-wide tile fit (4 x 48 + 32 KB), where staged whole
-# 3 do. Not yet timed: 1 (the tile staged whole, as every figure above was measured).
+# 3 do. Only where the rounds make room for a stage: each round after the first waits until TMA has read the last
+# out of shared memory, 0.45 us more per tile of 128 x 128 in two (an H100's cycle counter, BENCHMARKS.md), so a
+# width whose ring fits whole beside its C tile stages it whole. Not yet timed: 1 (the tile staged whole, as every
+# figure above was measured).
 EPILOGUE_SPLIT = 1  # avo: tune 1 2 4
 STAGES_128 = 6  # avo: tune 3 4 5 6
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
@@ -337,6 +340,9 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
     clusters of `cluster_n` along N. One build per distinct configuration, shared by the entries that ask for it."""
     stages = {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(width) if width != BLOCK_N else widest_stages
     staged = STAGED_320 if width == 320 else _rounds(width, split)
+    if width != 320 and staged and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS) >= \
+            _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS):
+        staged = 0  # rounds only where they make room for a stage: each after the first waits on the last's store
     acc_sets = ACC_SETS_128 if width == 128 else 1
     args = (BLOCK_M, width, stages, CONSUMERS, CLUSTER_M, staged, WIDTH_RATE[width], acc_sets)
     if lag_from:
