@@ -1,0 +1,53 @@
+"""gemm/cuda_wgmma's producer issues its first unit's first stages before the work list's divisions, and its loop
+keeps every TMA load's operands in uniform registers. Counted in thread 0 alone, the number of stages issued early
+made the compiler move each load's coordinates out of per-thread registers (R2UR) on every step, and 256 x 8192 x
+8192 lost 1% on an H100 (BENCHMARKS.md). On the CPU: the shipped builds' SASS has no such move before a TMA load. The
+first loads' correctness is every GPU test of the seed's plans (test_gemm_splitk.py and the others)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import needs
+from test_gemm_splitk import SEED, check_compiles_without_spills
+
+from avo.cuda import declared_builds
+from avo.evaluate.worker.loader import load_entry
+from avo.profile.sass import sass_text, split_sass_functions
+
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P(?:T|\d+)\s+)?([A-Z][A-Z0-9_.]*)")
+# the few-token 64 x 64 tile (two consumers splitting K), the 256-row entry's 128 x 128 tile and the 128 x 256 tile
+SHAPES = ({"-DBLOCK_N=64", "-DWG_SPLIT_K=1"}, {"-DBLOCK_N=128", "-DMMA_LAG=1"}, {"-DBLOCK_N=256", "-DSTAGES=3"})
+
+
+def moved_loads(sass: str, window: int = 8) -> list[int]:
+    """The TMA loads (their order among the function's instructions) with an R2UR in the `window` instructions
+    before them: operands brought from per-thread registers into uniform ones for that load."""
+    ops = [m.group(1) for m in map(_OPCODE.search, sass.splitlines()) if m]
+    return [i for i, op in enumerate(ops) if op.startswith("UTMALDG") and
+            any(o.startswith("R2UR") for o in ops[max(0, i - window):i])]
+
+
+def test_moved_loads_finds_an_r2ur_before_a_load():
+    line = "        /*{:04x}*/                   {} ;"
+    ops = ["UMOV UR4, UR5", "UTMALDG.2D [UR8], [UR4]", "@P1 R2UR UR6, R2", "ELECT P1, URZ, PT",
+           "UTMALDG.2D [UR8], [UR6]"]
+    sass = "\n".join(line.format(16 * i, op) for i, op in enumerate(ops))
+    assert moved_loads(sass) == [4]
+
+
+@needs.nvcc
+def test_every_tma_load_of_the_shipped_builds_takes_uniform_operands(tmp_path):
+    load_entry(SEED, "gemm")  # declares its builds
+    builds = [b for b in declared_builds(SEED) if any(shape <= set(b.flags) for shape in SHAPES)]
+    assert len(builds) == len(SHAPES)
+    resources = check_compiles_without_spills(SEED, builds, cubin_dir=tmp_path)
+    checked = 0
+    for cubin in {Path(facts["cubin"]) for facts in resources.values()}:
+        for name, sass in split_sass_functions(sass_text(cubin)).items():
+            if name in ("gemm_bf16", "gemm_fp16"):  # (simple.cu compiles beside them)
+                assert "UTMALDG" in sass, name
+                assert not moved_loads(sass), f"{cubin.name} {name}: loads {moved_loads(sass)} take R2UR operands"
+                checked += 1
+    assert checked == 2 * len(SHAPES)  # bf16 and fp16 of each
