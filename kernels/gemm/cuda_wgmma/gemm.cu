@@ -514,8 +514,9 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     };
     // The first unit's first STAGES steps go out at once, into slots no one has used yet (no wait), before the
     // schedule's divisions and the registers' hand-over: with those first, a block's first load left 2,900 cycles
-    // after its start, 1,500 with this (an H100's cycle counter; 64 x 8192 x 1024 0.894 -> 0.931x cuBLAS,
-    // BENCHMARKS.md). Not with stream-K, whose first unit takes the schedule to find.
+    // after its start, 1,500 with this (an H100's cycle counter, on this code's first version, which counted
+    // `issued` in thread 0 alone; 64 x 8192 x 1024 0.894 -> 0.931x cuBLAS, BENCHMARKS.md). Not with stream-K,
+    // whose first unit takes the schedule to find.
     // `issued` is worked out alike in every thread, so that the compiler keeps the producer's loop below in uniform
     // registers (from thread 0's alone, its every step cost more: 1% at 256 x 8192 x 8192).
     int issued = 0;
