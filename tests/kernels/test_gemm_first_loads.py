@@ -1,7 +1,8 @@
 """gemm/cuda_wgmma's producer issues its first unit's first stages before the work list's divisions, and its loop
 keeps every TMA load's operands in uniform registers. Counted in thread 0 alone, the number of stages issued early
 made the compiler move each load's coordinates out of per-thread registers (R2UR) on every step, and 256 x 8192 x
-8192 lost 1% on an H100 (BENCHMARKS.md). On the CPU: the shipped builds' SASS has no such move before a TMA load. The
+8192 lost 1% on an H100 (BENCHMARKS.md). On the CPU: the shipped builds' SASS has no such move before a TMA load, and
+scripts/gemm_startup_probe.py (which found where a small GEMM's time went) still stamps a copy that compiles. The
 first loads' correctness is every GPU test of the seed's plans (test_gemm_splitk.py and the others)."""
 
 from __future__ import annotations
@@ -53,3 +54,21 @@ def test_every_tma_load_of_the_shipped_builds_takes_uniform_operands(tmp_path):
                 assert not moved_loads(sass), f"{cubin.name} {name}: loads {moved_loads(sass)} take R2UR operands"
                 checked += 1
     assert checked == 2 * len(SHAPES)  # bf16 and fp16 of each
+
+
+@needs.nvcc
+def test_the_startup_probes_copy_follows_the_seed_and_compiles(tmp_path):
+    """scripts/gemm_startup_probe.py stamps a copy of the seed at anchors in its source: they must all still be
+    there (each once), and the stamped 64 x 64 build must compile without spills."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe", SEED.parents[2] / "scripts" / "gemm_startup_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    folder = probe.instrumented(tmp_path / "stamped")
+    assert (folder / "gemm.cu").read_text().count("stamp(") == 1 + len(probe.STAMPS)  # the start, then each stamp
+    gemm = load_entry(folder, "gemm")
+    assert gemm.__globals__["_stamps"] is not None
+    builds = [b for b in declared_builds(folder) if SHAPES[0] <= set(b.flags) and "-DB_K_MAJOR=1" not in b.flags]
+    assert len(builds) == 1
+    check_compiles_without_spills(folder, builds)

@@ -1,0 +1,146 @@
+"""Where a gemm/cuda_wgmma block's time goes before its first load and after its main loop (needs a GPU to time).
+
+    PYTHONPATH=$PWD python3 scripts/gemm_startup_probe.py --shapes 64x8192x8192,256x8192x8192
+    python3 scripts/gemm_startup_probe.py --compile-only      # the instrumented copy, compiled for sm_90a (CPU)
+
+A copy of the seed (in a temporary folder) has each block write `clock64` stamps, in cycles from its own start:
+barriers initialised, first load issued, the consumers' registers held, first stage arrived, main loop done, the
+64-row tile's hand-over done, C stored, C read out by TMA. They go to a buffer the copy's kernel.py passes in place of
+the split tiles' arrival counters, so only plans without a split are stamped. Each call follows the evaluator's L2
+flush and a spin that hides the launch; the medians over every block and `--calls` calls are printed per shape, with
+the plan's tile. The figures of BENCHMARKS.md's "first loads" section came from hand-made copies with these stamps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts.gemm_config_sweep import _shapes  # noqa: E402
+
+SEED = ROOT / "kernels" / "gemm" / "cuda_wgmma"
+STAMPS = {1: "barriers", 2: "first load", 3: "consumer regs", 4: "first stage in", 5: "loop done", 6: "hand-over",
+          7: "C stored", 8: "C read"}
+STAMP = """    long long* stamps = reinterpret_cast<long long*>(arrivals) + blockIdx.x * 16;
+    auto stamp = [&](int i) {
+        long long t;
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) :: "memory");
+        if (splits == 1) stamps[i] = t;
+    };
+    if (threadIdx.x == 0) stamp(0);
+"""
+# (anchor in gemm.cu, what goes right after it); each anchor must occur exactly once
+GEMM_PATCHES = [
+    ("                                          int* arrivals, int whole, int splits, int stream, int lanes) {\n",
+     STAMP),
+    ("        mbar_fence_init();\n", "        stamp(1);\n"),
+    ("            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);\n",
+     "            stamp(2);  // (after the first unit's first loads, all of them issued)\n"),
+    ("        regs_alloc<CONSUMER_REGS>();\n", "        if (threadIdx.x == 128) stamp(3);\n"),
+    ("                    mbar_wait(&full[stage], phase);\n                }\n",
+     "                if (threadIdx.x == 128 && i == 0 && k == k_begin) stamp(4);\n"),
+    ("            for (int s = 0; s < SUB_M; ++s) fence_regs(d[0][s]);\n",
+     "            const bool last = threadIdx.x == 128 && i == work.count - 1;\n            if (last) stamp(5);\n"),
+    ("                if (!hand_over(d[0], red, consumer, k_end - k_begin > 1, writes)) continue;"
+     "  // the first finishes\n",
+     "            if (last) stamp(6);\n"),
+    ("                store_tile<FP16>(d[0], C, M, N, tm * BLOCK_M + rows * WG_M, tn * BLOCK_N);\n",
+     "            if (last) stamp(7);\n"),
+    ("        if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();"
+     "  // the staging buffer outlives its stores\n",
+     "        if (threadIdx.x == 128) stamp(8);\n"),
+]
+KERNEL_PATCH = ("    partials, arrivals = c, c  # unread when unsplit\n",
+                "    partials, arrivals = c, _stamps(a.device)  # unread when unsplit: the probe's stamps\n")
+STAMPS_BUFFER = '''
+
+_STAMP_BUFFER: dict = {}
+
+
+def _stamps(device):
+    """The probe's stamps: 16 per block."""
+    if device not in _STAMP_BUFFER:
+        _STAMP_BUFFER[device] = torch.zeros(1024 * 16, dtype=torch.int64, device=device)
+    return _STAMP_BUFFER[device]
+'''
+
+
+def instrumented(folder: Path) -> Path:
+    """A copy of the seed in `folder` whose blocks write their stamps; raises where gemm.cu moved on from the
+    anchors (this script must then follow it)."""
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "gemm.cu").read_text()
+    for anchor, after in GEMM_PATCHES:
+        if source.count(anchor) != 1:
+            raise ValueError(f"gemm.cu holds {source.count(anchor)} of the anchor {anchor.strip()!r}")
+        source = source.replace(anchor, anchor + after)
+    (folder / "gemm.cu").write_text(source)
+    kernel = (folder / "kernel.py").read_text()
+    if kernel.count(KERNEL_PATCH[0]) != 1:
+        raise ValueError("kernel.py no longer passes the arrival counters as the probe expects")
+    (folder / "kernel.py").write_text(kernel.replace(*KERNEL_PATCH) + STAMPS_BUFFER)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", type=_shapes, help="MxNxK,...")
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--compile-only", action="store_true", help="compile the copy's builds (no GPU)")
+    args = parser.parse_args()
+    from avo.cuda import declared_builds
+    from avo.evaluate.cuda_compile import compile_check
+    from avo.evaluate.worker.loader import load_entry
+
+    folder = instrumented(Path(tempfile.mkdtemp()) / "stamped")
+    gemm = load_entry(folder, "gemm")
+    if args.compile_only:
+        check = compile_check(folder, "sm_90a", builds=declared_builds(folder))
+        bad = {k: v for k, v in check.resources.items()
+               if v["spill_store_bytes"] or v["spill_load_bytes"] or v["wgmma_serialized"]}
+        print("compiled" if check.ok and not bad else f"failed: {check.log[-2000:]} {bad}")
+        sys.exit(0 if check.ok and not bad else 1)
+    if not args.shapes:
+        parser.error("--shapes is needed to time")
+    import torch
+
+    from avo.evaluate.worker.timing import L2Flush
+    from avo.gpus import resolve
+
+    flush = L2Flush(resolve("auto", "cuda").l2_mb << 20)
+    g = gemm.__globals__
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(torch.cuda.get_device_name())
+    for case, m, n, k in args.shapes:
+        a = torch.randn((m, k), device="cuda", dtype=torch.bfloat16)
+        b = torch.randn((k, n), device="cuda", dtype=torch.bfloat16)
+        planned = g["plan"](m, n, k, sms)
+        if planned.splits > 1:
+            print(f"{case}: a split plan, not stamped")
+            continue
+        gemm(a, b)
+        blocks = min(planned.units, sms // planned.build.cluster) * planned.build.cluster
+        seen = {i: [] for i in STAMPS}
+        for _ in range(args.calls):
+            stamps = g["_stamps"](a.device)
+            stamps.zero_()
+            flush()
+            torch.cuda._sleep(200_000)
+            gemm(a, b)
+            torch.cuda.synchronize()
+            t = stamps[: blocks * 16].view(blocks, 16).cpu()
+            for i in STAMPS:
+                seen[i].extend(x for x in (t[:, i] - t[:, 0]).tolist() if x > 0)
+        tile = f"{planned.build.block_m}x{planned.build.block_n}"
+        medians = "  ".join(f"{STAMPS[i]} {sorted(v)[len(v) // 2]}" for i, v in seen.items() if v)
+        print(f"{case} ({tile}), cycles from each block's start: {medians}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
