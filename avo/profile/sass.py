@@ -84,9 +84,14 @@ def split_sass_functions(text: str) -> dict[str, str]:
     return {name: "\n".join(lines) for name, lines in parts.items()}
 
 
+def sass_opcodes(text: str) -> list[str]:
+    """The base opcode of each instruction, in order (HGMMA.64x256x16.F32.BF16 is HGMMA); predicates ignored."""
+    return [m.group(1) for m in _SASS_LINE.finditer(text)]
+
+
 def sass_histogram(text: str) -> Counter:
     """Instruction count by base opcode (HGMMA.64x256x16.F32.BF16 counts as HGMMA); predicates ignored."""
-    return Counter(m.group(1) for m in _SASS_LINE.finditer(text) if m.group(1) != "NOP")
+    return Counter(op for op in sass_opcodes(text) if op != "NOP")
 
 
 def families(histogram: Counter) -> dict[str, int]:

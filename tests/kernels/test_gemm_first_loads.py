@@ -7,7 +7,6 @@ first loads' correctness is every GPU test of the seed's plans (test_gemm_splitk
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import needs
@@ -15,9 +14,8 @@ from test_gemm_splitk import SEED, check_compiles_without_spills
 
 from avo.cuda import declared_builds
 from avo.evaluate.worker.loader import load_entry
-from avo.profile.sass import sass_text, split_sass_functions
+from avo.profile.sass import sass_opcodes, sass_text, split_sass_functions
 
-_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P(?:T|\d+)\s+)?([A-Z][A-Z0-9_.]*)")
 # the few-token 64 x 64 tile (two consumers splitting K), the 256-row entry's 128 x 128 tile and the 128 x 256 tile
 SHAPES = ({"-DBLOCK_N=64", "-DWG_SPLIT_K=1"}, {"-DBLOCK_N=128", "-DMMA_LAG=1"}, {"-DBLOCK_N=256", "-DSTAGES=3"})
 
@@ -25,9 +23,8 @@ SHAPES = ({"-DBLOCK_N=64", "-DWG_SPLIT_K=1"}, {"-DBLOCK_N=128", "-DMMA_LAG=1"}, 
 def moved_loads(sass: str, window: int = 8) -> list[int]:
     """The TMA loads (their order among the function's instructions) with an R2UR in the `window` instructions
     before them: operands brought from per-thread registers into uniform ones for that load."""
-    ops = [m.group(1) for m in map(_OPCODE.search, sass.splitlines()) if m]
-    return [i for i, op in enumerate(ops) if op.startswith("UTMALDG") and
-            any(o.startswith("R2UR") for o in ops[max(0, i - window):i])]
+    ops = sass_opcodes(sass)
+    return [i for i, op in enumerate(ops) if op == "UTMALDG" and "R2UR" in ops[max(0, i - window):i]]
 
 
 def test_moved_loads_finds_an_r2ur_before_a_load():

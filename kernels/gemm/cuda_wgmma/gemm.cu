@@ -189,6 +189,9 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = (tile % per_group) / rows;
 }
 
+// Work units of `tiles` tiles: the first `whole` whole, each later one cut into `splits` (stream-K aside).
+__device__ __forceinline__ int unit_count(int whole, int splits, int tiles) { return whole + (tiles - whole) * splits; }
+
 // A work unit's tile and K range: each of the first `whole` tiles is one unit, each later tile `splits` adjacent
 // units (parts of its K range, `split` 0, 1, ...), or with stream-K one piece of a block's run.
 struct Unit {
@@ -223,7 +226,7 @@ struct Schedule {
         group = first / lanes;
         lane = first % lanes;
         if (stream == 0) {
-            const int units = whole + (tiles - whole) * splits;
+            const int units = unit_count(whole, splits, tiles);
             count = first < units ? (units - first + step - 1) / step : 0;
             own_whole = total = run_begin = run_end = 0;
             return;
@@ -469,22 +472,22 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
 
-    // The producer's view of a unit: its tile's coordinates, and whether it is an edge row (EDGE_ROWS).
-    struct Loading {
+    // A unit's tile coordinates, and whether its tile row is an edge row (EDGE_ROWS, which only loads heed).
+    struct TileAt {
         int tm, tn, k_begin;
         bool edge;
     };
-    auto loading = [&](const Unit& u) {
+    auto tile_at = [&](const Unit& u) {
         int cm, cn;
         tile_coords(u.tile, rows_m, cols_n, cm, cn);
-        Loading l;
+        TileAt l;
         l.tm = cm * CLUSTER_M + rank_m, l.tn = cn * CLUSTER_N + rank_n, l.k_begin = u.k_begin;
         const int left = M - l.tm * BLOCK_M;  // rows of M from the tile's first
         l.edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
         return l;
     };
     // Step k of a unit into slot `stage`.
-    auto fill = [&](const Loading& l, int k, int stage) {
+    auto fill = [&](const TileAt& l, int k, int stage) {
         const int tm = l.tm, tn = l.tn;
         const bool edge = l.edge;
         unsigned char* sa = smem + stage * STAGE_BYTES;
@@ -520,11 +523,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // `issued` is worked out alike in every thread, so that the compiler keeps the producer's loop below in uniform
     // registers (from thread 0's alone, its every step cost more: 1% at 256 x 8192 x 8192).
     int issued = 0;
-    if (stream == 0 && blockIdx.x / CLUSTER < whole + (rows_m * cols_n - whole) * splits) {
+    if (stream == 0 && blockIdx.x / CLUSTER < unit_count(whole, splits, rows_m * cols_n)) {
         const Unit u = unit_work(blockIdx.x / CLUSTER, whole, splits, k_steps);
         issued = min(STAGES, u.k_end - u.k_begin);
         if (threadIdx.x == 0) {
-            const Loading l = loading(u);
+            const TileAt l = tile_at(u);
             for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);
         }
     }
@@ -537,7 +540,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
             int stage = issued % STAGES, phase = issued == STAGES;
             for (int i = 0; i < work.count; ++i) {
                 const Unit u = work[i];
-                const Loading l = loading(u);
+                const TileAt l = tile_at(u);
                 for (int k = u.k_begin + (i == 0 ? issued : 0); k < u.k_end; ++k) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     fill(l, k, stage);
@@ -562,9 +565,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         unsigned phases = 0;  // WG_SPLIT_K: the parity of this consumer's next wait on each slot's barrier
         for (int i = 0; i < work.count; ++i) {
             const Unit u = work[i];
-            int cm, cn;
-            tile_coords(u.tile, rows_m, cols_n, cm, cn);
-            const int tm = cm * CLUSTER_M + rank_m, tn = cn * CLUSTER_N + rank_n;
+            const TileAt at = tile_at(u);
+            const int tm = at.tm, tn = at.tn;
             const int k_begin = u.k_begin, k_end = u.k_end;
             int released = -1;  // the stage whose slot goes back once its wgmma group is known to be done
             auto advance = [&] {

@@ -340,7 +340,7 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
     clusters of `cluster_n` along N. One build per distinct configuration, shared by the entries that ask for it."""
     stages = {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(width) if width != BLOCK_N else widest_stages
     staged = STAGED_320 if width == 320 else _rounds(width, split)
-    if width != 320 and staged and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS) >= \
+    if width != 320 and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS) >= \
             _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS):
         staged = 0  # rounds only where they make room for a stage: each after the first waits on the last's store
     acc_sets = ACC_SETS_128 if width == 128 else 1
