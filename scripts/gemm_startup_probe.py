@@ -7,7 +7,7 @@ A copy of the seed (in a temporary folder) has each block write `clock64` stamps
 barriers initialised, first load issued, the consumers' registers held, first stage arrived, main loop done, the
 64-row tile's hand-over done, C stored, C read out by TMA. They go to a buffer the copy's kernel.py passes in place of
 the split tiles' arrival counters, so only plans without a split are stamped. Each call follows the evaluator's L2
-flush and a spin that hides the launch; the medians over every block and `--calls` calls are printed per shape, with
+flush and launch shield (a 100 µs spin); the medians over every block and `--calls` calls are printed per shape, with
 the plan's tile. The figures of BENCHMARKS.md's "first loads" section came from hand-made copies with these stamps.
 """
 
@@ -110,10 +110,10 @@ def main() -> None:
         parser.error("--shapes is needed to time")
     import torch
 
-    from avo.evaluate.worker.timing import L2Flush
+    from avo.evaluate.worker.timing import L2Flush, LaunchShield
     from avo.gpus import resolve
 
-    flush = L2Flush(resolve("auto", "cuda").l2_mb << 20)
+    flush, shield = L2Flush(resolve("auto", "cuda").l2_mb << 20), LaunchShield(100.0)
     g = gemm.__globals__
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(torch.cuda.get_device_name())
@@ -126,12 +126,11 @@ def main() -> None:
             continue
         gemm(a, b)
         blocks = min(planned.units, sms // planned.build.cluster) * planned.build.cluster
-        seen = {i: [] for i in STAMPS}
+        seen, stamps = {i: [] for i in STAMPS}, g["_stamps"](a.device)
         for _ in range(args.calls):
-            stamps = g["_stamps"](a.device)
             stamps.zero_()
             flush()
-            torch.cuda._sleep(200_000)
+            shield()
             gemm(a, b)
             torch.cuda.synchronize()
             t = stamps[: blocks * 16].view(blocks, 16).cpu()
