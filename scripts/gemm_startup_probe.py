@@ -4,11 +4,13 @@
     python3 scripts/gemm_startup_probe.py --compile-only      # the instrumented copy, compiled for sm_90a (CPU)
 
 A copy of the seed (in a temporary folder) has each block write `clock64` stamps, in cycles from its own start:
-barriers initialised, first load issued, the consumers' registers held, first stage arrived, main loop done, the
-64-row tile's hand-over done, C stored, C read out by TMA. They go to a buffer the copy's kernel.py passes in place of
-the split tiles' arrival counters, so only plans without a split are stamped. Each call follows the evaluator's L2
-flush and launch shield (a 100 µs spin); the medians over every block and `--calls` calls are printed per shape, with
-the plan's tile. The figures of BENCHMARKS.md's "first loads" section came from hand-made copies with these stamps.
+barriers initialised, the first unit worked out, its first load issued, all its first loads issued, the consumers'
+registers held, first stage arrived, main loop done, the 64-row tile's hand-over done, C stored, C read out by TMA.
+They go to a buffer the copy's kernel.py passes in place of the split tiles' arrival counters, so only plans without
+a split are stamped. Each call follows the evaluator's L2 flush (not with `--no-flush`, which leaves the kernel's code
+and operands in L2 from the call before) and launch shield (a 100 µs spin); the medians over
+every block and `--calls` calls are printed per shape, with the plan's tile. The figures of BENCHMARKS.md's "first
+loads" section came from hand-made copies with these stamps.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from scripts.gemm_config_sweep import _shapes  # noqa: E402
 
 SEED = ROOT / "kernels" / "gemm" / "cuda_wgmma"
-STAMPS = {1: "barriers", 2: "first load", 3: "consumer regs", 4: "first stage in", 5: "loop done", 6: "hand-over",
-          7: "C stored", 8: "C read"}
+STAMPS = {1: "barriers", 9: "first unit found", 10: "first load issued", 2: "first loads issued",
+          3: "consumer regs", 4: "first stage in", 5: "loop done", 6: "hand-over", 7: "C stored", 8: "C read"}
 STAMP = """    long long* stamps = reinterpret_cast<long long*>(arrivals) + blockIdx.x * 16;
     auto stamp = [&](int i) {
         long long t;
@@ -40,6 +42,7 @@ GEMM_PATCHES = [
     ("                                          int* arrivals, int whole, int splits, int stream, int lanes) {\n",
      STAMP),
     ("        mbar_fence_init();\n", "        stamp(1);\n"),
+    ("        issued = min(STAGES, u.k_end - u.k_begin);\n", "        if (threadIdx.x == 0) stamp(9);\n"),
     ("            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);\n",
      "            stamp(2);  // (after the first unit's first loads, all of them issued)\n"),
     ("        regs_alloc<CONSUMER_REGS>();\n", "        if (threadIdx.x == 128) stamp(3);\n"),
@@ -55,6 +58,12 @@ GEMM_PATCHES = [
     ("        if (TMA_STORE && threadIdx.x % 128 == 0) tma_store_wait_read();"
      "  // the staging buffer outlives its stores\n",
      "        if (threadIdx.x == 128) stamp(8);\n"),
+]
+# (anchor, what replaces it): the first load's own stamp, inside the loop that issues the first unit's loads
+GEMM_REWRITES = [
+    ("            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);\n",
+     "            for (int s = 0; s < issued; ++s) {\n                fill(l, u.k_begin + s, s);\n"
+     "                if (s == 0) stamp(10);\n            }\n"),
 ]
 KERNEL_PATCH = ("    partials, arrivals = c, c  # unread when unsplit\n",
                 "    partials, arrivals = c, _stamps(a.device)  # unread when unsplit: the probe's stamps\n")
@@ -80,6 +89,10 @@ def instrumented(folder: Path) -> Path:
         if source.count(anchor) != 1:
             raise ValueError(f"gemm.cu holds {source.count(anchor)} of the anchor {anchor.strip()!r}")
         source = source.replace(anchor, anchor + after)
+    for anchor, instead in GEMM_REWRITES:
+        if source.count(anchor) != 1:
+            raise ValueError(f"gemm.cu holds {source.count(anchor)} of the anchor {anchor.strip()!r}")
+        source = source.replace(anchor, instead)
     (folder / "gemm.cu").write_text(source)
     kernel = (folder / "kernel.py").read_text()
     if kernel.count(KERNEL_PATCH[0]) != 1:
@@ -92,6 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", type=_shapes, help="MxNxK,...")
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--no-flush", action="store_true", help="no L2 flush between calls")
     parser.add_argument("--compile-only", action="store_true", help="compile the copy's builds (no GPU)")
     args = parser.parse_args()
     from avo.cuda import declared_builds
@@ -129,7 +143,8 @@ def main() -> None:
         seen, stamps = {i: [] for i in STAMPS}, g["_stamps"](a.device)
         for _ in range(args.calls):
             stamps.zero_()
-            flush()
+            if not args.no_flush:
+                flush()
             shield()
             gemm(a, b)
             torch.cuda.synchronize()

@@ -181,12 +181,28 @@ __device__ __forceinline__ void mma_n(float (&d)[R], unsigned long long da, unsi
 #endif
 }
 
+// A tile's row and column in the grouped order. The divisions are branched around where the group's size says the
+// answer (one group; a full group of GROUP_M rows, a power of two; a group of one row): each runtime division is some
+// 25 dependent instructions, and every block's first load waits on these (BENCHMARKS.md).
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
     const int per_group = GROUP_M * tiles_n;
-    const int first_m = (tile / per_group) * GROUP_M;
+    int group = 0, at = tile;  // the tile's group, and its place in it
+    if (tiles_m > GROUP_M) {
+        group = tile / per_group;
+        at = tile - group * per_group;
+    }
+    const int first_m = group * GROUP_M;
     const int rows = min(tiles_m - first_m, GROUP_M);
-    tm = first_m + (tile % per_group) % rows;
-    tn = (tile % per_group) / rows;
+    if (rows == GROUP_M) {
+        tm = first_m + at % GROUP_M;
+        tn = at / GROUP_M;
+    } else if (rows == 1) {
+        tm = first_m;
+        tn = at;
+    } else {
+        tm = first_m + at % rows;
+        tn = at / rows;
+    }
 }
 
 // Work units of `tiles` tiles: the first `whole` whole, each later one cut into `splits` (stream-K aside).
@@ -199,12 +215,15 @@ struct Unit {
 };
 __device__ __forceinline__ Unit unit_work(int unit, int whole, int splits, int k_steps) {
     Unit u;
-    const bool cut = unit >= whole;
-    u.parts = cut ? splits : 1;
-    u.tile = cut ? whole + (unit - whole) / splits : unit;
-    u.split = cut ? (unit - whole) % splits : 0;
-    u.k_begin = u.split * k_steps / u.parts;
-    u.k_end = (u.split + 1) * k_steps / u.parts;
+    if (unit < whole) {  // a whole tile: no division
+        u.tile = unit, u.split = 0, u.parts = 1, u.k_begin = 0, u.k_end = k_steps;
+        return u;
+    }
+    u.parts = splits;
+    u.tile = whole + (unit - whole) / splits;
+    u.split = (unit - whole) % splits;
+    u.k_begin = u.split * k_steps / splits;
+    u.k_end = (u.split + 1) * k_steps / splits;
     return u;
 }
 
