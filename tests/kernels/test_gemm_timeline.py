@@ -1,0 +1,74 @@
+"""scripts/kernel_timeline.py reads each call's GEMM kernels out of a CUPTI trace: the ones right after each launch
+shield, their lead (from the shield's end to the first one's start) and span. On the CPU, with traces made up here;
+the GPU run's figures are in BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kernel_timeline.py"
+
+
+def timeline():
+    spec = importlib.util.spec_from_file_location("kernel_timeline", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Kind:
+    def __init__(self, name: str):
+        self.name = name
+
+
+class _Event:
+    """The few methods of a kineto event the script reads."""
+
+    def __init__(self, name: str, start_ns: int, duration_ns: int, device: str = "CUDA"):
+        self._name, self._start, self._duration, self._device = name, start_ns, duration_ns, device
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self._start
+
+    def duration_ns(self):
+        return self._duration
+
+    def device_type(self):
+        return _Kind(self._device)
+
+
+class _Profile:
+    def __init__(self, events):
+        self.profiler = type("P", (), {"kineto_results": type("R", (), {"events": lambda self: events})()})()
+
+
+def test_each_calls_kernels_are_the_ones_after_its_shield():
+    t = timeline()
+    kernels = [("reduce_kernel", 0.0, 10.0), ("spin_kernel", 10.0, 110.0), ("gemm_bf16", 113.0, 160.0),
+               ("reduce_kernel", 170.0, 180.0), ("spin_kernel", 180.0, 280.0), ("gemm_bf16", 282.5, 330.0)]
+    calls = t.per_call(kernels, 2, 1)
+    assert [(lead, span) for lead, span, _ in calls] == [(3.0, 47.0), (2.5, 47.5)]
+    assert calls[0][2] == ["gemm_bf16"]
+    # a call of two kernels (a split GEMM's reduction, say): the span runs to the second one's end
+    two = [("spin_kernel", 0.0, 100.0), ("nvjet_main", 102.0, 140.0), ("splitKreduce", 141.0, 145.0)]
+    assert t.per_call(two, 1, 2) == [(2.0, 43.0, ["nvjet_main", "splitKreduce"])]
+
+
+def test_a_call_whose_kernels_are_missing_is_an_error_not_a_shorter_median():
+    t = timeline()
+    kernels = [("spin_kernel", 0.0, 100.0), ("gemm_bf16", 102.0, 150.0), ("spin_kernel", 160.0, 260.0)]
+    with pytest.raises(RuntimeError, match="1 calls' kernels for 2 shields"):
+        t.per_call(kernels, 2, 1)
+
+
+def test_device_kernels_are_the_cuda_kernels_in_order_of_start_in_microseconds():
+    t = timeline()
+    prof = _Profile([_Event("gemm_bf16", 5_000, 2_500), _Event("cudaLaunchKernel", 1_000, 100, "CPU"),
+                     _Event("Memset (Device)", 4_000, 100), _Event("spin_kernel", 1_000, 3_000)])
+    assert t.device_kernels(prof) == [("spin_kernel", 1.0, 4.0), ("gemm_bf16", 5.0, 7.5)]
