@@ -97,7 +97,7 @@ def main() -> None:
         for j, name in enumerate(contenders):
             # this contender's calls are every other shield's
             shields = [i for i, kern in enumerate(kernels) if SPIN in kern[0]][j::len(contenders)]
-            mine = per_call([kernels[i] for s in shields for i in range(s, s + 1 + counts[name])], len(shields),
+            mine = per_call([k for s in shields for k in kernels[s:s + 1 + counts[name]]], len(shields),
                             counts[name])
             lead = statistics.median(c[0] for c in mine)
             span = statistics.median(c[1] for c in mine)
