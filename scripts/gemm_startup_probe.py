@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -43,8 +44,6 @@ GEMM_PATCHES = [
      STAMP),
     ("        mbar_fence_init();\n", "        stamp(1);\n"),
     ("        issued = min(STAGES, u.k_end - u.k_begin);\n", "        if (threadIdx.x == 0) stamp(9);\n"),
-    ("            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);\n",
-     "            stamp(2);  // (after the first unit's first loads, all of them issued)\n"),
     ("        regs_alloc<CONSUMER_REGS>();\n", "        if (threadIdx.x == 128) stamp(3);\n"),
     ("                    mbar_wait(&full[stage], phase);\n                }\n",
      "                if (threadIdx.x == 128 && i == 0 && k == k_begin) stamp(4);\n"),
@@ -59,11 +58,12 @@ GEMM_PATCHES = [
      "  // the staging buffer outlives its stores\n",
      "        if (threadIdx.x == 128) stamp(8);\n"),
 ]
-# (anchor, what replaces it): the first load's own stamp, inside the loop that issues the first unit's loads
+# (anchor, what replaces it): the first load's own stamp inside the loop that issues the first unit's loads, and
+# the last's after it
 GEMM_REWRITES = [
     ("            for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);\n",
      "            for (int s = 0; s < issued; ++s) {\n                fill(l, u.k_begin + s, s);\n"
-     "                if (s == 0) stamp(10);\n            }\n"),
+     "                if (s == 0) stamp(10);\n            }\n            stamp(2);\n"),
 ]
 KERNEL_PATCH = ("    partials, arrivals = c, c  # unread when unsplit\n",
                 "    partials, arrivals = c, _stamps(a.device)  # unread when unsplit: the probe's stamps\n")
@@ -152,7 +152,7 @@ def main() -> None:
             for i in STAMPS:
                 seen[i].extend(x for x in (t[:, i] - t[:, 0]).tolist() if x > 0)
         tile = f"{planned.build.block_m}x{planned.build.block_n}"
-        medians = "  ".join(f"{STAMPS[i]} {sorted(v)[len(v) // 2]}" for i, v in seen.items() if v)
+        medians = "  ".join(f"{STAMPS[i]} {statistics.median_low(v)}" for i, v in seen.items() if v)
         print(f"{case} ({tile}), cycles from each block's start: {medians}", flush=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,33 +20,10 @@ def timeline():
     return module
 
 
-class _Kind:
-    def __init__(self, name: str):
-        self.name = name
-
-
-class _Event:
+def _event(name: str, start_ns: int, duration_ns: int, device: str = "CUDA") -> SimpleNamespace:
     """The few methods of a kineto event the script reads."""
-
-    def __init__(self, name: str, start_ns: int, duration_ns: int, device: str = "CUDA"):
-        self._name, self._start, self._duration, self._device = name, start_ns, duration_ns, device
-
-    def name(self):
-        return self._name
-
-    def start_ns(self):
-        return self._start
-
-    def duration_ns(self):
-        return self._duration
-
-    def device_type(self):
-        return _Kind(self._device)
-
-
-class _Profile:
-    def __init__(self, events):
-        self.profiler = type("P", (), {"kineto_results": type("R", (), {"events": lambda self: events})()})()
+    return SimpleNamespace(name=lambda: name, start_ns=lambda: start_ns, duration_ns=lambda: duration_ns,
+                           device_type=lambda: SimpleNamespace(name=device))
 
 
 def test_each_calls_kernels_are_the_ones_after_its_shield():
@@ -69,6 +47,7 @@ def test_a_call_whose_kernels_are_missing_is_an_error_not_a_shorter_median():
 
 def test_device_kernels_are_the_cuda_kernels_in_order_of_start_in_microseconds():
     t = timeline()
-    prof = _Profile([_Event("gemm_bf16", 5_000, 2_500), _Event("cudaLaunchKernel", 1_000, 100, "CPU"),
-                     _Event("Memset (Device)", 4_000, 100), _Event("spin_kernel", 1_000, 3_000)])
+    events = [_event("gemm_bf16", 5_000, 2_500), _event("cudaLaunchKernel", 1_000, 100, "CPU"),
+              _event("Memset (Device)", 4_000, 100), _event("spin_kernel", 1_000, 3_000)]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
     assert t.device_kernels(prof) == [("spin_kernel", 1.0, 4.0), ("gemm_bf16", 5.0, 7.5)]
