@@ -9,7 +9,9 @@ registers held, first stage arrived, main loop done, the 64-row tile's hand-over
 They go to a buffer the copy's kernel.py passes in place of the split tiles' arrival counters, so only plans without
 a split are stamped. Each call follows the evaluator's L2 flush (not with `--no-flush`, which leaves the kernel's code
 and operands in L2 from the call before) and launch shield (a 100 µs spin); the medians over
-every block and `--calls` calls are printed per shape, with the plan's tile. The figures of BENCHMARKS.md's "first
+every block and `--calls` calls are printed per shape, with the plan's tile, and then the spread of the blocks'
+"C read" stamps (lowest, 10th, 50th and 90th percentile, highest; each the median over the calls): with one wave
+of blocks starting together, how long the last ones run past the rest. The figures of BENCHMARKS.md's "first
 loads" section came from hand-made copies with these stamps.
 """
 
@@ -141,6 +143,7 @@ def main() -> None:
         gemm(a, b)
         blocks = min(planned.units, sms // planned.build.cluster) * planned.build.cluster
         seen, stamps = {i: [] for i in STAMPS}, g["_stamps"](a.device)
+        ends = []  # per call: the blocks' "C read" stamps, lowest to highest (the tail's spread)
         for _ in range(args.calls):
             stamps.zero_()
             if not args.no_flush:
@@ -151,9 +154,15 @@ def main() -> None:
             t = stamps[: blocks * 16].view(blocks, 16).cpu()
             for i in STAMPS:
                 seen[i].extend(x for x in (t[:, i] - t[:, 0]).tolist() if x > 0)
+            ends.append(sorted(x for x in (t[:, 8] - t[:, 0]).tolist() if x > 0))
         tile = f"{planned.build.block_m}x{planned.build.block_n}"
         medians = "  ".join(f"{STAMPS[i]} {statistics.median_low(v)}" for i, v in seen.items() if v)
         print(f"{case} ({tile}), cycles from each block's start: {medians}", flush=True)
+        ends = [e for e in ends if e]
+        if ends:
+            spread = "  ".join(f"{name} {statistics.median_low(e[int(q * (len(e) - 1))] for e in ends)}"
+                               for name, q in (("min", 0), ("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("max", 1)))
+            print(f"{case} C read across the blocks (medians over the calls): {spread}", flush=True)
 
 
 if __name__ == "__main__":
