@@ -45,7 +45,7 @@ GEMM_PATCHES = [
     ("                                          int* arrivals, int whole, int splits, int stream, int lanes) {\n",
      STAMP),
     ("        mbar_fence_init();\n", "        stamp(1);\n"),
-    ("        issued = min(FIRST, u.k_end - u.k_begin);\n", "        if (threadIdx.x == 0) stamp(9);\n"),
+    ("        issued = min(STAGES, u.k_end - u.k_begin);\n", "        if (threadIdx.x == 0) stamp(9);\n"),
     ("        regs_alloc<CONSUMER_REGS>();\n", "        if (threadIdx.x == 128) stamp(3);\n"),
     ("                    mbar_wait(&full[stage], phase);\n                }\n",
      "                if (threadIdx.x == 128 && i == 0 && k == k_begin) stamp(4);\n"),

@@ -76,28 +76,3 @@ def test_the_startup_probes_copy_follows_the_seed_and_compiles(tmp_path):
     builds = [b for b in declared_builds(folder) if SHAPES[0] <= set(b.flags) and "-DB_K_MAJOR=1" not in b.flags]
     assert len(builds) == 1
     check_compiles_without_spills(folder, builds)
-
-
-@needs.nvcc
-def test_fewer_first_fills_compile_and_keep_the_loops_loads_uniform(tmp_path):
-    """FIRST_FILLS (off: the whole ring) issues fewer of the first unit's steps before the producer's register
-    release, and the producer's loop the rest: the 64 x 64 build with 2 compiles without spills, with the same loads
-    on each side of the release and none of the loop's taking R2UR operands."""
-    import shutil
-
-    folder = tmp_path / "first_fills"
-    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    kernel = (folder / "kernel.py").read_text()
-    knob = "\nFIRST_FILLS = {}  # avo: tune"
-    assert kernel.count(knob.format(0)) == 1
-    (folder / "kernel.py").write_text(kernel.replace(knob.format(0), knob.format(2)))
-    load_entry(folder, "gemm")
-    builds = [b for b in declared_builds(folder) if SHAPES[0] <= set(b.flags) and "-DB_K_MAJOR=1" not in b.flags]
-    assert len(builds) == 1 and "-DFIRST_FILLS=2" in builds[0].flags
-    resources = check_compiles_without_spills(folder, builds, cubin_dir=tmp_path)
-    for cubin in {Path(facts["cubin"]) for facts in resources.values()}:
-        for name, sass in split_sass_functions(sass_text(cubin)).items():
-            if name in ("gemm_bf16", "gemm_fp16"):
-                ops = sass_opcodes(sass)
-                assert 2 * ops[ops.index("USETMAXREG"):].count("UTMALDG") == ops.count("UTMALDG") > 0, name
-                assert not moved_loads(sass), name

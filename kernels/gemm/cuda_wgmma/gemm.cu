@@ -111,9 +111,6 @@
 #ifndef WG_SPLIT_K
 #define WG_SPLIT_K 0
 #endif
-#ifndef FIRST_FILLS
-#define FIRST_FILLS 0
-#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -140,9 +137,6 @@ constexpr int C_RING = C_STAGED > 0 && C_STAGED < C_BOXES ? C_STAGED : C_BOXES;
 constexpr int C_BYTES = TMA_STORE ? C_RING * C_BOX_BYTES : 0;  // per storing consumer
 constexpr int RED_BYTES = (WAYS - 1) * WG_M * BLOCK_N * 4;      // WG_SPLIT_K: the second consumer's fp32 sum
 constexpr int RED_FULL = 1 + CONSUMERS, RED_FREE = 2 + CONSUMERS;  // its named barriers (1 + c: consumer c's own)
-// The first unit's steps issued before the producer hands its registers over (0: a whole ring, STAGES); the rest go
-// out from the producer's loop, whose first waits on never-used slots pass at once.
-constexpr int FIRST = FIRST_FILLS > 0 && FIRST_FILLS < STAGES ? FIRST_FILLS : STAGES;
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 // kernel.py passes STAGES * STAGE_BYTES + STORERS * C_BYTES + RED_BYTES + 1024 (alignment) + 1024 (barriers) bytes
@@ -540,7 +534,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 tma_load_2d(sb + box * B_BOX_BYTES, map_b, filled, x, y);
         }
     };
-    // The first unit's first FIRST steps go out at once, into slots no one has used yet (no wait), before the
+    // The first unit's first STAGES steps go out at once, into slots no one has used yet (no wait), before the
     // schedule's divisions and the registers' hand-over: with those first, a block's first load left 2,900 cycles
     // after its start, 1,500 with this (an H100's cycle counter, on this code's first version, which counted
     // `issued` in thread 0 alone; 64 x 8192 x 1024 0.894 -> 0.931x cuBLAS, BENCHMARKS.md). Not with stream-K,
@@ -550,7 +544,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     int issued = 0;
     if (stream == 0 && blockIdx.x / CLUSTER < unit_count(whole, splits, rows_m * cols_n)) {
         const Unit u = unit_work(blockIdx.x / CLUSTER, whole, splits, k_steps);
-        issued = min(FIRST, u.k_end - u.k_begin);
+        issued = min(STAGES, u.k_end - u.k_begin);
         if (threadIdx.x == 0) {
             const TileAt l = tile_at(u);
             for (int s = 0; s < issued; ++s) fill(l, u.k_begin + s, s);

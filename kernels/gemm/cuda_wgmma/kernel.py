@@ -170,11 +170,6 @@ RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
-# The first unit's K-steps each block issues before its producer warpgroup hands its registers to the consumers (0:
-# a whole ring). With the whole ring first, the consumers' setmaxnreg waits until every first load is out (about 90
-# cycles a TMA load: twelve stages of the 64 x 64 tile took the consumers to 4,150 cycles into the block at 64 x 8192
-# x 1024, BENCHMARKS.md); with fewer the producer's loop issues the rest. Not yet timed: 0 keeps the shipped order.
-FIRST_FILLS = 0  # avo: tune 0 1 2 4
 # 2b. From FEW_ROWS to 256 rows (bucket rows256) the 128-row tiles are one or two tile rows, and the GEMM is bound by
 #     streaming B through the ring: that entry has its own depth for the widest tile (STAGES, room made by storing
 #     C in EPILOGUE_SPLIT rounds) and keeps one step's products in flight behind the next (MMA_LAG) on every width
@@ -267,8 +262,6 @@ class _Build:
         }
         if cluster_n > 1:
             self.defines["CLUSTER_N"] = cluster_n
-        if FIRST_FILLS:
-            self.defines["FIRST_FILLS"] = FIRST_FILLS
         if staged:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
