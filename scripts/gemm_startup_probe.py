@@ -11,13 +11,15 @@ a split are stamped. Each call follows the evaluator's L2 flush (not with `--no-
 and operands in L2 from the call before) and launch shield (a 100 µs spin); the medians over
 every block and `--calls` calls are printed per shape, with the plan's tile, and then the spread of the blocks'
 "C read" stamps (lowest, 10th, 50th and 90th percentile, highest; each the median over the calls): with one wave
-of blocks starting together, how long the last ones run past the rest. The figures of BENCHMARKS.md's "first
-loads" section came from hand-made copies with these stamps.
+of blocks starting together, how long the last ones run past the rest. Then the SMs that ran the earliest-done tenth of
+the blocks, with how many calls each did (an SM there call after call is fast by its place, not by its work). The
+figures of BENCHMARKS.md's "first loads" section came from hand-made copies with these stamps.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import shutil
 import statistics
 import sys
@@ -38,7 +40,12 @@ STAMP = """    long long* stamps = reinterpret_cast<long long*>(arrivals) + bloc
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) :: "memory");
         if (splits == 1) stamps[i] = t;
     };
-    if (threadIdx.x == 0) stamp(0);
+    if (threadIdx.x == 0) {
+        stamp(0);
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        if (splits == 1) stamps[15] = sm;  // which SM ran the block (not a time)
+    }
 """
 # (anchor in gemm.cu, what goes right after it); each anchor must occur exactly once
 GEMM_PATCHES = [
@@ -144,6 +151,7 @@ def main() -> None:
         blocks = min(planned.units, sms // planned.build.cluster) * planned.build.cluster
         seen, stamps = {i: [] for i in STAMPS}, g["_stamps"](a.device)
         ends = []  # per call: the blocks' "C read" stamps, lowest to highest (the tail's spread)
+        first = collections.Counter()  # how often each SM ran one of a call's earliest-done tenth of the blocks
         for _ in range(args.calls):
             stamps.zero_()
             if not args.no_flush:
@@ -155,6 +163,8 @@ def main() -> None:
             for i in STAMPS:
                 seen[i].extend(x for x in (t[:, i] - t[:, 0]).tolist() if x > 0)
             ends.append(sorted(x for x in (t[:, 8] - t[:, 0]).tolist() if x > 0))
+            done = sorted((int(row[8] - row[0]), int(row[15])) for row in t.tolist() if row[8] > 0)
+            first.update(sm for _, sm in done[:max(1, len(done) // 10)])
         tile = f"{planned.build.block_m}x{planned.build.block_n}"
         medians = "  ".join(f"{STAMPS[i]} {statistics.median_low(v)}" for i, v in seen.items() if v)
         print(f"{case} ({tile}), cycles from each block's start: {medians}", flush=True)
@@ -163,6 +173,8 @@ def main() -> None:
             spread = "  ".join(f"{name} {statistics.median_low(e[int(q * (len(e) - 1))] for e in ends)}"
                                for name, q in (("min", 0), ("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("max", 1)))
             print(f"{case} C read across the blocks (medians over the calls): {spread}", flush=True)
+            print(f"{case} SMs of the earliest-done tenth, by calls: "
+                  f"{' '.join(f'{sm}:{n}' for sm, n in sorted(first.most_common(16)))}", flush=True)
 
 
 if __name__ == "__main__":
