@@ -53,6 +53,29 @@ def per_call(kernels: list, shield_count: int, gemm_kernels: int) -> list[tuple[
     return calls
 
 
+def traced_calls(contenders: dict, calls: int, flush, shield) -> tuple[dict[str, list[float]], list]:
+    """Each contender called `calls` times, alternating call by call, each call as the evaluator times one (L2
+    flush, launch shield, CUDA events around it), under torch.profiler: the µs between each call's events, by
+    contender, and every kernel the device ran (device_kernels)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    names = list(contenders)
+    events = {name: [] for name in names}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(calls * len(names)):
+            name = names[i % len(names)]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush()
+            shield()
+            start.record()
+            contenders[name]()
+            end.record()
+            torch.cuda.synchronize()
+            events[name].append(start.elapsed_time(end) * 1e3)
+    return events, device_kernels(prof)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", type=_shapes, required=True, help="MxNxK,...")
@@ -81,19 +104,7 @@ def main() -> None:
                 fn()
                 torch.cuda.synchronize()
             counts[name] = len(device_kernels(prof))
-        events = {name: [] for name in contenders}
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for i in range(args.calls * len(contenders)):
-                name = list(contenders)[i % len(contenders)]
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush()
-                shield()
-                start.record()
-                contenders[name]()
-                end.record()
-                torch.cuda.synchronize()
-                events[name].append(start.elapsed_time(end) * 1e3)
-        kernels = device_kernels(prof)
+        events, kernels = traced_calls(contenders, args.calls, flush, shield)
         for j, name in enumerate(contenders):
             # this contender's calls are every other shield's
             shields = [i for i, kern in enumerate(kernels) if SPIN in kern[0]][j::len(contenders)]

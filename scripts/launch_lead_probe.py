@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.kernel_timeline import SEED, SPIN, device_kernels, per_call  # noqa: E402
+from scripts.kernel_timeline import SEED, SPIN, per_call, traced_calls  # noqa: E402
 
 SOURCE = r"""
 struct __align__(64) Params { unsigned char bytes[PARAM_BYTES]; };
@@ -101,7 +101,6 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from avo.evaluate.worker.loader import load_entry
     from avo.evaluate.worker.timing import L2Flush, LaunchShield
@@ -120,19 +119,7 @@ def main() -> None:
     torch.cuda.synchronize()
     print(torch.cuda.get_device_name())
     names = list(contenders)
-    events = {name: [] for name in names}
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for i in range(args.calls * len(names)):
-            name = names[i % len(names)]
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush()
-            shield()
-            start.record()
-            contenders[name]()
-            end.record()
-            torch.cuda.synchronize()
-            events[name].append(start.elapsed_time(end) * 1e3)
-    kernels = device_kernels(prof)
+    events, kernels = traced_calls(contenders, args.calls, flush, shield)
     shields = [i for i, kernel in enumerate(kernels) if SPIN in kernel[0]]
     for j, name in enumerate(names):
         mine = shields[j::len(names)]

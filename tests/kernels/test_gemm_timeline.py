@@ -4,20 +4,14 @@ the GPU run's figures are in BENCHMARKS.md."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kernel_timeline.py"
+from script_module import script
 
 
 def timeline():
-    spec = importlib.util.spec_from_file_location("kernel_timeline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("kernel_timeline")
 
 
 def _event(name: str, start_ns: int, duration_ns: int, device: str = "CUDA") -> SimpleNamespace:
@@ -51,3 +45,39 @@ def test_device_kernels_are_the_cuda_kernels_in_order_of_start_in_microseconds()
               _event("Memset (Device)", 4_000, 100), _event("spin_kernel", 1_000, 3_000)]
     prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
     assert t.device_kernels(prof) == [("spin_kernel", 1.0, 4.0), ("gemm_bf16", 5.0, 7.5)]
+
+
+def test_traced_calls_alternate_the_contenders_each_after_a_flush_and_a_shield(monkeypatch):
+    """The loop both probes time through: contenders called in turn, each call after the flush and the shield and
+    between its two events, each contender's event times kept apart (a fake torch.cuda and profiler on the CPU)."""
+    import contextlib
+
+    import torch
+    import torch.profiler
+
+    t = timeline()
+    order = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = len(order)
+            order.append("event")
+
+        def elapsed_time(self, end):  # ms: the steps between the two records
+            return (end.at - self.at) / 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.profiler, "profile", lambda **_: contextlib.nullcontext(SimpleNamespace()))
+    monkeypatch.setattr(t, "device_kernels", lambda prof: ["traced"])
+
+    def step(name):
+        return lambda: order.append(name)
+
+    events, kernels = t.traced_calls({"a": step("a"), "b": step("b")}, 2, step("flush"), step("shield"))
+    call = ["flush", "shield", "event"]
+    assert order == call + ["a", "event"] + call + ["b", "event"] + call + ["a", "event"] + call + ["b", "event"]
+    assert events == {"a": [2.0, 2.0], "b": [2.0, 2.0]} and kernels == ["traced"]

@@ -6,17 +6,12 @@ BENCHMARKS.md."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "launch_lead_probe.py"
+from script_module import script
 
 
 def probe():
-    spec = importlib.util.spec_from_file_location("launch_lead_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("launch_lead_probe")
 
 
 def test_each_variant_differs_from_the_gemm_like_one_in_one_property():
