@@ -162,8 +162,8 @@ def main() -> None:
             t = stamps[: blocks * 16].view(blocks, 16).cpu()
             for i in STAMPS:
                 seen[i].extend(x for x in (t[:, i] - t[:, 0]).tolist() if x > 0)
-            ends.append(sorted(x for x in (t[:, 8] - t[:, 0]).tolist() if x > 0))
-            done = sorted((int(row[8] - row[0]), int(row[15])) for row in t.tolist() if row[8] > 0)
+            done = sorted((row[8] - row[0], row[15]) for row in t.tolist() if row[8] > 0)  # (C read, SM)
+            ends.append([cycles for cycles, _ in done])
             first.update(sm for _, sm in done[:max(1, len(done) // 10)])
         tile = f"{planned.build.block_m}x{planned.build.block_n}"
         medians = "  ".join(f"{STAMPS[i]} {statistics.median_low(v)}" for i, v in seen.items() if v)

@@ -53,6 +53,13 @@ def per_call(kernels: list, shield_count: int, gemm_kernels: int) -> list[tuple[
     return calls
 
 
+def calls_of(kernels: list, index: int, contenders: int, gemm_kernels: int) -> list[tuple[float, float, list[str]]]:
+    """per_call of the contender at `index` of `contenders` that alternated call by call (traced_calls): its calls
+    follow every `contenders`-th shield, from its index on."""
+    shields = [i for i, kernel in enumerate(kernels) if SPIN in kernel[0]][index::contenders]
+    return per_call([k for s in shields for k in kernels[s:s + 1 + gemm_kernels]], len(shields), gemm_kernels)
+
+
 def traced_calls(contenders: dict, calls: int, flush, shield) -> tuple[dict[str, list[float]], list]:
     """Each contender called `calls` times, alternating call by call, each call as the evaluator times one (L2
     flush, launch shield, CUDA events around it), under torch.profiler: the µs between each call's events, by
@@ -106,10 +113,7 @@ def main() -> None:
             counts[name] = len(device_kernels(prof))
         events, kernels = traced_calls(contenders, args.calls, flush, shield)
         for j, name in enumerate(contenders):
-            # this contender's calls are every other shield's
-            shields = [i for i, kern in enumerate(kernels) if SPIN in kern[0]][j::len(contenders)]
-            mine = per_call([k for s in shields for k in kernels[s:s + 1 + counts[name]]], len(shields),
-                            counts[name])
+            mine = calls_of(kernels, j, len(contenders), counts[name])
             lead = statistics.median(c[0] for c in mine)
             span = statistics.median(c[1] for c in mine)
             names = ", ".join(dict.fromkeys(x[:48] for c in mine for x in c[2]))

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.kernel_timeline import SEED, SPIN, per_call, traced_calls  # noqa: E402
+from scripts.kernel_timeline import SEED, calls_of, traced_calls  # noqa: E402
 
 SOURCE = r"""
 struct __align__(64) Params { unsigned char bytes[PARAM_BYTES]; };
@@ -66,34 +66,41 @@ def source(param_bytes: int, threads: int, cluster: int, pdl: bool) -> str:
             .replace("CLUSTER_DIMS", f"__cluster_dims__({cluster}, 1, 1)" if cluster > 1 else ""))
 
 
+def pdl_config(launch, stream: int, attribute: LaunchAttribute) -> LaunchConfig:
+    """cuLaunchKernelEx's configuration of avo's `launch` (its grid, block and shared memory) on `stream`, with one
+    launch attribute."""
+    return LaunchConfig(*launch.dims, launch.shared_mem, stream, ctypes.pointer(attribute), 1)
+
+
 def launcher(param_bytes: int, smem: int, threads: int, cluster: int, pdl: bool, out):
-    """A callable that queues the variant's kernel on torch's current stream."""
+    """A callable that queues the variant's kernel on torch's current stream: through avo's Launch (its packed
+    arguments and cuLaunchKernel), or with PDL through cuLaunchKernelEx with the same arguments."""
     import cupy
 
-    from avo.cuda_launch import _driver, current_stream, pack
+    from avo.cuda_launch import Launch, _driver, current_stream
 
     kernel = cupy.RawModule(code=source(param_bytes, threads, cluster, pdl), options=("-std=c++17",))
     function = kernel.get_function("probe").kernel.ptr
     driver = _driver()
     if smem > 48 * 1024 and driver.cuFuncSetAttribute(ctypes.c_void_p(function), MAX_DYNAMIC_SHARED, smem):
         raise RuntimeError(f"{smem} bytes of dynamic shared memory refused")
-    buffer, params = pack([(bytes(param_bytes), 64), (out.data_ptr().to_bytes(8, "little"), 8)])
+    pieces = [(bytes(param_bytes), 64), (out.data_ptr().to_bytes(8, "little"), 8)]
+    launch = Launch(function, out.get_device(), (BLOCKS,), (threads,), smem, pieces, "probe")
+    launch.keep = kernel  # the module outlives its launches
+    if not pdl:
+        return launch
     attribute = LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", (1).to_bytes(4, "little"))
     driver.cuLaunchKernelEx.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_void_p]
 
-    def launch() -> None:
-        stream = current_stream(out.get_device())
-        if pdl:
-            config = LaunchConfig(BLOCKS, 1, 1, threads, 1, 1, smem, stream, ctypes.pointer(attribute), 1)
-            status = driver.cuLaunchKernelEx(ctypes.byref(config), function, params, None)
-        else:
-            status = driver.cuLaunchKernel(function, BLOCKS, 1, 1, threads, 1, 1, smem, stream, params, None)
+    def launch_pdl() -> None:
+        config = pdl_config(launch, current_stream(launch.device), attribute)
+        status = driver.cuLaunchKernelEx(ctypes.byref(config), function, launch.params, None)
         if status:
-            raise RuntimeError(f"launch refused: CUresult {status}")
+            raise RuntimeError(f"cuLaunchKernelEx refused the probe: CUresult {status}")
 
-    launch.keep = (kernel, buffer, attribute)  # alive as long as the launch
-    return launch
+    launch_pdl.keep = (launch, attribute)  # alive as long as the launch
+    return launch_pdl
 
 
 def main() -> None:
@@ -118,12 +125,9 @@ def main() -> None:
         fn()
     torch.cuda.synchronize()
     print(torch.cuda.get_device_name())
-    names = list(contenders)
     events, kernels = traced_calls(contenders, args.calls, flush, shield)
-    shields = [i for i, kernel in enumerate(kernels) if SPIN in kernel[0]]
-    for j, name in enumerate(names):
-        mine = shields[j::len(names)]
-        calls = per_call([k for s in mine for k in kernels[s:s + 2]], len(mine), 1)
+    for j, name in enumerate(contenders):
+        calls = calls_of(kernels, j, len(contenders), 1)
         print(f"{name:18s} events {statistics.median(events[name]):6.2f}  lead "
               f"{statistics.median(c[0] for c in calls):5.2f}  span {statistics.median(c[1] for c in calls):6.2f}  "
               f"({calls[0][2][0][:48]})", flush=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import needs
+from script_module import script
 from test_gemm_splitk import SEED, check_compiles_without_spills
 
 from avo.cuda import declared_builds
@@ -64,11 +65,7 @@ def test_every_tma_load_of_the_shipped_builds_takes_uniform_operands(tmp_path):
 def test_the_startup_probes_copy_follows_the_seed_and_compiles(tmp_path):
     """scripts/gemm_startup_probe.py stamps a copy of the seed at anchors in its source: they must all still be
     there (each once), and the stamped 64 x 64 build must compile without spills."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("probe", SEED.parents[2] / "scripts" / "gemm_startup_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = script("gemm_startup_probe")
     folder = probe.instrumented(tmp_path / "stamped")
     assert (folder / "gemm.cu").read_text().count("stamp(") == 1 + len(probe.STAMPS)  # the start, then each stamp
     gemm = load_entry(folder, "gemm")

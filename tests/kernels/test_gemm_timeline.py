@@ -32,6 +32,16 @@ def test_each_calls_kernels_are_the_ones_after_its_shield():
     assert t.per_call(two, 1, 2) == [(2.0, 43.0, ["nvjet_main", "splitKreduce"])]
 
 
+def test_calls_of_takes_each_contenders_turns_of_the_alternating_shields():
+    t = timeline()
+    kernels = [("spin_kernel", 0.0, 100.0), ("gemm_bf16", 101.0, 150.0),  # a's call
+               ("spin_kernel", 160.0, 260.0), ("nvjet", 262.0, 300.0), ("reduce", 301.0, 305.0),  # b's, 2 kernels
+               ("spin_kernel", 310.0, 410.0), ("gemm_bf16", 413.0, 460.0),  # a's
+               ("spin_kernel", 470.0, 570.0), ("nvjet", 572.0, 610.0), ("reduce", 611.0, 616.0)]  # b's
+    assert [c[:2] for c in t.calls_of(kernels, 0, 2, 1)] == [(1.0, 49.0), (3.0, 47.0)]
+    assert [c[:2] for c in t.calls_of(kernels, 1, 2, 2)] == [(2.0, 43.0), (2.0, 44.0)]
+
+
 def test_a_call_whose_kernels_are_missing_is_an_error_not_a_shorter_median():
     t = timeline()
     kernels = [("spin_kernel", 0.0, 100.0), ("gemm_bf16", 102.0, 150.0), ("spin_kernel", 160.0, 260.0)]

@@ -38,3 +38,16 @@ def test_the_launch_structs_match_the_drivers_layout():
     # CUlaunchConfig: seven unsigned ints, then the stream at 32, the attributes at 40 and their count at 48
     assert p.LaunchConfig.stream.offset == 32 and p.LaunchConfig.attrs.offset == 40
     assert p.LaunchConfig.num_attrs.offset == 48 and ctypes.sizeof(p.LaunchConfig) == 56
+
+
+def test_the_pdl_launch_takes_avos_launch_grid_block_and_shared_memory():
+    from avo.cuda_launch import Launch
+
+    p = probe()
+    launch = Launch(0, 0, (128,), (384,), 200 * 1024, [(bytes(16), 64), (bytes(8), 8)], "probe")
+    attribute = p.LaunchAttribute(p.PROGRAMMATIC_STREAM_SERIALIZATION, b"", (1).to_bytes(4, "little"))
+    config = p.pdl_config(launch, 0x1234, attribute)
+    assert (config.grid_x, config.grid_y, config.grid_z, config.block_x, config.block_y, config.block_z) == \
+        (128, 1, 1, 384, 1, 1)
+    assert (config.shared_mem, config.stream, config.num_attrs) == (200 * 1024, 0x1234, 1)
+    assert config.attrs.contents.id == 6
