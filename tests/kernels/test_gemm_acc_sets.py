@@ -19,7 +19,7 @@ from avo.evaluate.worker.loader import load_entry
 # STREAM on, STREAM_FROM 3 and NARROW_WAVES 0: 64 x 57344 x 8192 (3.4 waves) deals out stream-K pieces of 64 x 128
 # tiles (by default 64 x 64 tiles, whole). STAGES_M64 7: one build of each few-token tile at every row count.
 KNOBS = {"ACC_SETS@few": 2, "ACC_SETS_128": 2, "STREAM@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0,
-         "STAGES_M64@few": 7}
+         "STAGES_M64@few": 7, "NARROW_FULL_STAGES_M64@few": 12}
 
 
 def two_sets(tmp_path, **more):

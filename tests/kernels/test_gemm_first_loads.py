@@ -20,8 +20,10 @@ from avo.cuda import declared_builds
 from avo.evaluate.worker.loader import load_entry
 from avo.profile.sass import sass_opcodes, sass_text, split_sass_functions
 
-# the few-token 64 x 64 tile (two consumers splitting K), the 256-row entry's 128 x 128 tile and the 128 x 256 tile
-SHAPES = ({"-DBLOCK_N=64", "-DWG_SPLIT_K=1"}, {"-DBLOCK_N=128", "-DMMA_LAG=1"}, {"-DBLOCK_N=256", "-DSTAGES=3"})
+# the few-token 64 x 64 tile (two consumers splitting K) at its two depths, the 256-row entry's 128 x 128 tile and
+# the 128 x 256 tile
+SHAPES = ({"-DBLOCK_N=64", "-DWG_SPLIT_K=1", "-DSTAGES=12"}, {"-DBLOCK_N=64", "-DWG_SPLIT_K=1", "-DSTAGES=8"},
+          {"-DBLOCK_N=128", "-DMMA_LAG=1"}, {"-DBLOCK_N=256", "-DSTAGES=3"})
 
 
 def moved_loads(sass: str, window: int = 8) -> list[int]:

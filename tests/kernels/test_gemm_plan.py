@@ -565,15 +565,56 @@ def test_at_64_rows_or_fewer_the_few_token_tiles_take_their_own_rings(tmp_path):
     folder = tmp_path / "own"
     shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
     source = (folder / "kernel.py").read_text()
-    (folder / "kernel.py").write_text(render(source, {"NARROW_STAGES_M64@few": 8}))
+    (folder / "kernel.py").write_text(render(source, {"NARROW_STAGES_M64@few": 8, "NARROW_FULL_STAGES_M64@few": 8}))
     g = load_entry(folder, "gemm").__globals__
     assert g["_NARROW_M64"].defines["STAGES"] == 8 and g["_NARROW_M64"] is not g["_NARROW"]
+    assert g["_NARROW_FULL_M64"] is g["_NARROW_M64"]  # equal depths: one build
     for m, few, narrow in ((1, "_FEW_M64", "_NARROW_M64"), (64, "_FEW_M64", "_NARROW_M64"), (65, "_FEW", "_NARROW"),
                            (128, "_FEW", "_NARROW")):
         # 80 tiles of 64 x 128 up to 64 rows, 128 past it (two tile rows): whole
         assert g["plan"](m, 10240 if m <= 64 else 8192, 8192, H200_SMS).build is g[few], m
         assert g["plan"](m, 8192 if m <= 64 else 4096, 8192, H200_SMS).build is g[narrow], m  # 128 of 64 x 64
     assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 4
+
+
+def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_their_own(tmp_path):
+    """NARROW_FULL_STAGES_M64 (8), NARROW_FULL_FROM (33): from 33 to 64 rows, the 64 x 64 tiles that run whole over
+    more than half the SMs (NARROW's one wave, NARROW_WAVES's several) take the 8-stage ring; those split in K, or too
+    few to fill half the SMs (NARROW_SPLIT), and every shape of 32 rows or fewer keep NARROW_STAGES_M64 (12); past
+    64 rows NARROW_STAGES. A NARROW_FULL_FROM past 64 turns it off, and equal depths share one build."""
+    import shutil
+
+    from avo.agent.heuristic.knobs import render
+    from avo.cuda import declared_builds
+
+    g = seed_globals()
+    full, split, plan = g["_NARROW_FULL_M64"], g["_NARROW_M64"], g["plan"]
+    assert full.defines["STAGES"] == 8 and split.defines["STAGES"] == 12 and split is g["_NARROW"]
+    for m, n, k in ((64, 8192, 8192), (33, 8192, 28672), (64, 8192, 1024), (48, 6144, 14336)):  # one wave, whole
+        tiles = n // 64
+        assert plan(m, n, k, H200_SMS) == (full, tiles, tiles, 1, 0, 1), (m, n, k)
+        assert plan(32, n, k, H200_SMS) == (split, tiles, tiles, 1, 0, 1), (32, n, k)  # 32 rows or fewer: 12
+    assert plan(64, 57344, 8192, H200_SMS) == (full, 896, 896, 1, 0, 1)  # NARROW_WAVES: 7 waves, whole
+    assert plan(1, 57344, 8192, H200_SMS) == (split, 896, 896, 1, 0, 1)
+    split_plan = plan(64, 4096, 4096, H200_SMS)  # 64 tiles, split in 2 to fill the SMs
+    assert split_plan.build is split and split_plan.splits == 2, split_plan
+    for n in (3584, 2048):  # 56 and 32 tiles of 56 and 32 steps: too short to split, whole
+        few_whole = plan(64, n, n, H200_SMS)
+        assert few_whole.build is split and few_whole.splits == 1, few_whole
+    assert plan(128, 4096, 8192, H200_SMS).build is g["_NARROW"]  # 128 tiles past 64 rows: NARROW_STAGES
+    folder = tmp_path / "off"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "kernel.py").read_text()
+    (folder / "kernel.py").write_text(render(source, {"NARROW_FULL_FROM@few": 65}))
+    g = load_entry(folder, "gemm").__globals__
+    assert g["plan"](64, 8192, 8192, H200_SMS).build is g["_NARROW"]
+    folder = tmp_path / "equal"
+    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "kernel.py").write_text(render(source, {"NARROW_FULL_STAGES_M64@few": 12}))
+    g = load_entry(folder, "gemm").__globals__
+    assert g["_NARROW_FULL_M64"] is g["_NARROW"]
+    # 64 x 128 at 7 and 6 stages, 64 x 64 at 12 (one build for all three entries)
+    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 3
 
 
 def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):

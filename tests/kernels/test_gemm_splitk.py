@@ -21,7 +21,7 @@ H200_SMS = 132
 SHAPES = {
     (64, 33792, 1024): (64, 128, "whole"),     # few tokens: the 64-row tile, unsplit
     (64, 4096, 16384): (64, 128, "split"),     # few tokens, 32 tiles, long K: split
-    (64, 8192, 8192): (64, 64, "whole"),       # few tokens, 128 tiles of 64 x 64: one wave (NARROW)
+    (64, 8192, 8192): (64, 64, "whole"),       # few tokens, 128 tiles of 64 x 64: one wave (NARROW, 8 stages)
     (40, 8200, 1000): (64, 64, "whole"),       # the same, ragged M, N and K: 129 tiles
     (33, 4096, 20000): (64, 128, "split"),     # ragged M and K, split
     (33, 2048, 20000): (64, 64, "split"),      # the same on 32 tiles of 64 x 64 (NARROW_SPLIT: 128 units against 64)

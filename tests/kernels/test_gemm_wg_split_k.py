@@ -23,7 +23,8 @@ from avo.evaluate.worker.loader import load_entry
 STREAMED = {"STREAM@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0}
 VARIANTS = {"split": {"WG_SPLIT_K@few": True, **STREAMED},
             # (with the 64-row ring of 64 x 128 as deep as the others: one build of each tile; "split" compiles all)
-            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STAGES_M64@few": 7, **STREAMED},
+            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STAGES_M64@few": 7, "NARROW_FULL_STAGES_M64@few": 12,
+                           **STREAMED},
             "off": {"WG_SPLIT_K@few": False}}
 
 
@@ -37,7 +38,7 @@ def split_k(tmp_path, variant: str = "split", **more):
 
 def test_both_few_token_builds_take_two_consumers_and_one_stores(tmp_path):
     g = split_k(tmp_path)[1].__globals__
-    for build in (g["_FEW"], g["_NARROW"], g["_FEW_M64"], g["_NARROW_M64"]):
+    for build in (g["_FEW"], g["_NARROW"], g["_FEW_M64"], g["_NARROW_M64"], g["_NARROW_FULL_M64"]):
         assert build.defines["WG_SPLIT_K"] == 1 and build.defines["CONSUMERS"] == 2
         assert (build.consumers, build.storers, build.threads) == (2, 1, 384)
         # the stages, one staging buffer of C (bf16) and the second consumer's fp32 sum, 2 KB for alignment and
@@ -70,7 +71,7 @@ def test_the_split_builds_compile_for_hopper_without_spills(variant, tmp_path):
 
     folder, _ = split_k(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
-    assert len(builds) == (3 if variant == "split" else 2), [b.flags for b in declared_builds(folder)]
+    assert len(builds) == (4 if variant == "split" else 2), [b.flags for b in declared_builds(folder)]
     resources = check_compiles_without_spills(folder, builds)
     split = [facts for facts in resources.values() if "WG_SPLIT_K=1" in facts["defines"]]
     assert len(split) == 2 * len(builds)  # bf16 and fp16 of each
@@ -86,7 +87,7 @@ def test_nvrtc_compiles_the_split_builds(variant, tmp_path):
 
     folder, _ = split_k(tmp_path, variant)
     builds = [b for b in declared_builds(folder) if "-DWG_SPLIT_K=1" in b.flags]
-    assert len(builds) == (3 if variant == "split" else 2)
+    assert len(builds) == (4 if variant == "split" else 2)
     check_nvrtc_compiles(builds)
 
 

@@ -65,7 +65,14 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    64 x 64): 0.913 against 0.906x cuBLAS for 7 and 12 over 13 shapes of 1 to 128 rows (64 x 10240 x 8192 0.979
 #    against 0.944). The 64 x 64 tiles keep 12: over 14 shapes of 1 to 64 rows 0.924 against 0.910 for 8 and 0.919
 #    for 10, 12 ahead where K is short or split (64 x 3584 x 3584 0.892 against 0.832), 8 ahead by 0.3-0.7% on the
-#    wide suite's long-K shapes.
+#    wide suite's long-K shapes. NARROW_FULL_STAGES_M64: the ring of those 64 x 64 tiles from NARROW_FULL_FROM to 64
+#    rows where they fill more than half the SMs, all whole (NARROW, NARROW_WAVES), bound by streaming B; the split
+#    ones and the few whole ones (NARROW_SPLIT) keep NARROW_STAGES_M64. Side by side on an H100 (BENCHMARKS.md), 8
+#    stages against 12 over 8 such shapes of 48 to 64 rows, two runs: 1.012 and 1.009x cuBLAS against 0.983 and 0.985
+#    (48 x 6144 x 14336 1.023-1.034 against 0.933, 64 x 5120 x 8192 1.089-1.116 against 1.020-1.040, 64 x 8192 x 8192
+#    0.988 against 0.984); at 32 rows or fewer they lost (1 x 8192 x 8192 0.858 against 0.912, 16 x 8192 x 8192 0.925
+#    against 0.965, 8 x 6144 x 14336 0.790 against 0.857; 32 x 8192 x 8192 0.979 against 0.983, 40 x 8192 x 8192
+#    0.994 against 0.987). Why the row count decides is not measured (there A's tile is mostly TMA's fill): 33.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 #    CLUSTER_N: 2 runs these tiles in pairs along N (gemm.cu), each block loading half of the tile's rows of A and
@@ -99,6 +106,8 @@ FEW = dict(
     NARROW=True,  # avo: tune False True bucket=few
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
     NARROW_STAGES_M64=12,  # avo: tune 6 8 10 12 bucket=few
+    NARROW_FULL_STAGES_M64=8,  # avo: tune 6 8 10 12 bucket=few
+    NARROW_FULL_FROM=33,  # avo: tune 1 17 33 49 65 bucket=few
     NARROW_SPLIT=True,  # avo: tune False True bucket=few
     NARROW_WAVES=64,  # avo: tune 0 64 128 bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
@@ -311,11 +320,21 @@ def _few_build(width: int, stages: int) -> _Build:
 
 
 _FEW = _few_build(FEW["BLOCK_N"], FEW["STAGES"])
-_NARROW = _few_build(64, FEW["NARROW_STAGES"]) if FEW["NARROW"] else None
+_NARROWS: dict = {}
+
+
+def _narrow(stages: int) -> _Build | None:
+    """The 64 x 64 tile's build `stages` deep (None where NARROW is off): one per depth, shared by the entries below."""
+    if FEW["NARROW"] and stages not in _NARROWS:
+        _NARROWS[stages] = _few_build(64, stages)
+    return _NARROWS.get(stages)
+
+
+_NARROW = _narrow(FEW["NARROW_STAGES"])
 # At 64 rows or fewer: the same tiles with their own rings (the same build where the depths are equal).
 _FEW_M64 = _FEW if FEW["STAGES_M64"] == FEW["STAGES"] else _few_build(FEW["BLOCK_N"], FEW["STAGES_M64"])
-_NARROW_M64 = _NARROW if _NARROW is None or FEW["NARROW_STAGES_M64"] == FEW["NARROW_STAGES"] else \
-    _few_build(64, FEW["NARROW_STAGES_M64"])
+_NARROW_M64 = _narrow(FEW["NARROW_STAGES_M64"])
+_NARROW_FULL_M64 = _narrow(FEW["NARROW_FULL_STAGES_M64"])
 
 
 def _rounds(width: int, split: int) -> int:
@@ -530,17 +549,18 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
                           k_steps // (FEW["SPLIT_STEPS"] if few else MIN_SPLIT_STEPS)))
 
     few_build, narrow = (_FEW_M64, _NARROW_M64) if M <= 64 else (_FEW, _NARROW)
+    full = _NARROW_FULL_M64 if FEW["NARROW_FULL_FROM"] <= M <= 64 else narrow  # the whole ones' ring (NARROW_FULL_*)
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
     if few and narrow is not None:  # rule 1's choices of the 64 x 64 tiles (in units of a cluster's tiles)
         count, slots = tiles(narrow), sms // narrow.cluster
         if slots // 2 < count <= slots:
-            build = narrow  # NARROW: one wave of them, whole
+            return Plan(full, count, count, 1)  # NARROW: one wave of them, whole
         elif FEW["NARROW_SPLIT"] and count <= slots // 2 and count * k_parts(narrow) > tiles(build) * k_parts(build):
             build = narrow  # NARROW_SPLIT: more units of them split in K
         elif M <= FEW["NARROW_WAVES"] and count > slots and -(-count // slots) < 2 * -(-tiles(build) // slots):
-            return Plan(narrow, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
+            return Plan(full, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
