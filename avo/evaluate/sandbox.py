@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from avo.errors import UserError
+from avo.util import janitor
 from avo.util.cache import cache_root
 
 ENV_VAR = "AVO_BWRAP"
@@ -111,10 +112,12 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
     there too, so that every sandbox started so sees the same working directory. Where a path the worker needs lies
     under a masked root, it is bound back read-only; a masked root inside it (a checkout under /tmp or the home
     folder that holds the runs folder) is masked again on top of it. `readable` paths are bound last: a candidate
-    folder inside the runs folder stays readable, the rest of the runs folder does not."""
+    folder inside the runs folder stays readable, the rest of the runs folder does not. Building one starts this avo's
+    janitor (avo.util.janitor), if it runs not yet: run the command through procs.popen, which marks it."""
     bwrap = bwrap or find()
     if bwrap is None:
         raise UserError(f"no sandbox: {why_unavailable()}: {INSTALL}")
+    janitor.ensure()  # bwrap's init asks to die with avo only once set up: before, only the janitor would kill it
     masked = [Path("/tmp"), *hidden_roots(hide)]
     args = [bwrap, *BASE]
     for pattern in GPU_NODES:

@@ -2,8 +2,10 @@
 
 Every child runs in a session of its own, so a timeout kills its whole group (compilers and kernels it started), and
 is set to receive SIGKILL when avo dies (Linux `PR_SET_PDEATHSIG`), so a `kill -9` of avo leaves no evaluation
-worker, profiler or compile capture running under PID 1. Temp folders are named `avo-<kind>-<pid>-*`; one whose
-PID is gone belonged to a killed avo and is swept at the next start (`sweep_stale`).
+worker, profiler or compile capture running under PID 1. Each carries avo's mark in its environment, by which the
+janitor finds what that signal misses (janitor.py: a sandbox's init in its first milliseconds). Temp folders are
+named `avo-<kind>-<pid>-*`; one whose PID is gone belonged to a killed avo and is swept at the next start
+(`sweep_stale`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from avo.util import janitor
 
 PR_SET_PDEATHSIG = 1
 _STALE = re.compile(r"avo-[a-z]+-(\d+)-")
@@ -51,11 +55,12 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
 
 
-def popen(cmd, **kwargs) -> subprocess.Popen:
+def popen(cmd, *, env: dict | None = None, **kwargs) -> subprocess.Popen:
     """`subprocess.Popen` in a new session, dying with avo: also when avo dies between the fork and the child's
-    request to die with it (the child, no longer avo's, exits before it runs `cmd`)."""
+    request to die with it (the child, no longer avo's, exits before it runs `cmd`). `env` (default: avo's) gets
+    avo's mark (janitor.owner_env)."""
     return subprocess.Popen(cmd, start_new_session=True, preexec_fn=functools.partial(die_with_parent, os.getpid()),
-                            **kwargs)
+                            env=janitor.owner_env(env), **kwargs)
 
 
 def kill_group(proc: subprocess.Popen, wait_s: float = 10.0) -> None:
