@@ -1,9 +1,9 @@
-"""gemm/cuda_wgmma's edge rows: a last tile row that holds half a tile of rows of M or fewer (192 rows: 128 + 64) loads
-only those, one 64-row box of A through its own tensor map (gemm.cu's EDGE_ROWS), where a 128-row box half past M
-ran slow. On the CPU the plan gives the shapes below each kind of work, with an edge row and without (the shipped
-builds compile without spills in test_cuda_seeds.py); on a GPU such rows, in every kind of work and with clusters
-(whose second tile may lie wholly past M), are correct and bitwise repeatable, B row-major or read as the transpose
-of a [N, K] weight."""
+"""gemm/cuda_wgmma's edge rows: a last tile row that holds half a tile of rows of M or fewer (192 rows: 128 + 64; 96
+rows on the 64-row tiles: 64 + 32) loads only those, one box of half the tile's rows of A through its own tensor map
+(gemm.cu's EDGE_ROWS), where a box half past M ran slow. On the CPU the plan gives the shapes below each kind of
+work, with an edge row and without (the shipped builds compile without spills in test_cuda_seeds.py); on a GPU such
+rows, in every kind of work and with clusters (whose second tile may lie wholly past M), are correct and bitwise
+repeatable, B row-major or read as the transpose of a [N, K] weight."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ SHAPES = {
     (1080, 4000, 1000): (320, "whole", 56),  # ragged N and K too
     (200, 21504, 8192): (256, "tail", 72),  # past half a tile: the whole box, as before
     (100, 57344, 1024): (256, "whole", 100),  # few-token rows past one wave of 64-row tiles
+    # the 64-row tiles: a 32-row box of A where the last tile row holds 32 rows or fewer
+    (96, 4096, 1024): (64, "whole", 32),
+    (16, 8192, 2048): (64, "whole", 16),  # the only tile row
+    (80, 2048, 20000): (128, "split", 16),
+    (24, 3000, 1000): (64, "whole", 24),  # ragged N and K too
+    (48, 8192, 1024): (64, "whole", 48),  # past half a tile: the whole box
 }
 CLUSTERED = [(192, 4096, 4096), (320, 8192, 1024), (1090, 4096, 1024)]  # split; a tile past M; whole
 

@@ -54,6 +54,8 @@ SHAPES = {
     (128, 2048, 16384): (128, "split", 16),  # two tile rows, each its own pair
     (100, 1000, 3000): (64, "whole", 16),    # ragged M and N inside a pair
     (64, 4096, 64): (64, "whole", 32),       # one K-step: the second consumer takes none
+    (80, 4096, 2048): (64, "whole", 64),     # an edge row of 16 rows: its A is the first block's share alone
+    (90, 2048, 20000): (128, "split", 16),   # the same, split (26 rows)
 }
 STREAMED = (64, 20000, 1000)  # "pairs-stream": 79 pairs of 64 x 128 tiles on 66 pairs of SMs
 # (M, N, K) -> (width, work, units of two tiles, rows of M in the last tile row), under "rows256-pairs"

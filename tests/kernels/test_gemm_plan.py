@@ -581,7 +581,8 @@ def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_rin
     """NARROW_FULL_STAGES_M64 (8), NARROW_FULL_FROM (33): from 33 to 64 rows, the 64 x 64 tiles that run whole over
     more than half the SMs (NARROW's one wave, NARROW_WAVES's several) take the 8-stage ring; those split in K, or too
     few to fill half the SMs (NARROW_SPLIT), and every shape of 32 rows or fewer keep NARROW_STAGES_M64 (12); past
-    64 rows NARROW_STAGES. A NARROW_FULL_FROM past 64 turns it off, and equal depths share one build."""
+    64 rows NARROW_STAGES. NARROW_FULL_FROM 1 takes every row count up to 64, one past 64 none, and equal depths share
+    one build."""
     import shutil
 
     from avo.agent.heuristic.knobs import render
@@ -602,12 +603,15 @@ def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_rin
         few_whole = plan(64, n, n, H200_SMS)
         assert few_whole.build is split and few_whole.splits == 1, few_whole
     assert plan(128, 4096, 8192, H200_SMS).build is g["_NARROW"]  # 128 tiles past 64 rows: NARROW_STAGES
-    folder = tmp_path / "off"
-    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    source = (folder / "kernel.py").read_text()
-    (folder / "kernel.py").write_text(render(source, {"NARROW_FULL_FROM@few": 65}))
-    g = load_entry(folder, "gemm").__globals__
-    assert g["plan"](64, 8192, 8192, H200_SMS).build is g["_NARROW"]
+    source = (SEED / "kernel.py").read_text()
+    for name, knobs in (("from1", {"NARROW_FULL_FROM@few": 1}), ("off", {"NARROW_FULL_FROM@few": 65})):
+        folder = tmp_path / name
+        shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        (folder / "kernel.py").write_text(render(source, knobs))
+        g = load_entry(folder, "gemm").__globals__
+        for rows in (1, 32, 33, 64):
+            expected = g["_NARROW_FULL_M64"] if name == "from1" else g["_NARROW"]
+            assert g["plan"](rows, 8192, 8192, H200_SMS).build is expected, (name, rows)
     folder = tmp_path / "equal"
     shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "kernel.py").write_text(render(source, {"NARROW_FULL_STAGES_M64@few": 12}))

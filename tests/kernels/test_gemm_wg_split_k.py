@@ -23,8 +23,8 @@ from avo.evaluate.worker.loader import load_entry
 STREAMED = {"STREAM@few": True, "STREAM_FROM@few": 3, "NARROW_WAVES@few": 0}
 VARIANTS = {"split": {"WG_SPLIT_K@few": True, **STREAMED},
             # (with the 64-row ring of 64 x 128 as deep as the others: one build of each tile; "split" compiles all)
-            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STAGES_M64@few": 7, "NARROW_FULL_STAGES_M64@few": 12,
-                           **STREAMED},
+            "split+sets": {"WG_SPLIT_K@few": True, "ACC_SETS@few": 2, "STAGES_M64@few": 7,
+                           "NARROW_FULL_STAGES_M64@few": 12, **STREAMED},
             "off": {"WG_SPLIT_K@few": False}}
 
 

@@ -124,7 +124,11 @@ constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
 // EDGE_ROWS rows through map_a_edge, not a BLOCK_M-row box half or more past M (TMA's fill of those rows ran slow:
 // 192 x 8192 x 8192 0.82x cuBLAS, 1.00x with the one box, on an H100, BENCHMARKS.md). The slot's other rows keep
 // what they held: a row of C reads only its own row of A, so that reaches only rows that are stored nowhere.
-constexpr int EDGE_ROWS = BLOCK_M >= 128 ? BLOCK_M / 2 : 0;
+// The 64-row tiles too (EDGE_ROWS 32: M % 64 of 32 or fewer), unless built with A_EDGE 0.
+#ifndef A_EDGE
+#define A_EDGE 1
+#endif
+constexpr int EDGE_ROWS = A_EDGE ? BLOCK_M / 2 : 0;
 constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;

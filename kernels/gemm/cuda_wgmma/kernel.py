@@ -69,10 +69,12 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    rows where they fill more than half the SMs, all whole (NARROW, NARROW_WAVES), bound by streaming B; the split
 #    ones and the few whole ones (NARROW_SPLIT) keep NARROW_STAGES_M64. Side by side on an H100 (BENCHMARKS.md), 8
 #    stages against 12 over 8 such shapes of 48 to 64 rows, two runs: 1.012 and 1.009x cuBLAS against 0.983 and 0.985
-#    (48 x 6144 x 14336 1.023-1.034 against 0.933, 64 x 5120 x 8192 1.089-1.116 against 1.020-1.040, 64 x 8192 x 8192
-#    0.988 against 0.984); at 32 rows or fewer they lost (1 x 8192 x 8192 0.858 against 0.912, 16 x 8192 x 8192 0.925
-#    against 0.965, 8 x 6144 x 14336 0.790 against 0.857; 32 x 8192 x 8192 0.979 against 0.983, 40 x 8192 x 8192
-#    0.994 against 0.987). Why the row count decides is not measured (there A's tile is mostly TMA's fill): 33.
+#    (48 x 6144 x 14336 1.023-1.034 against 0.933, 64 x 5120 x 8192 1.089-1.116 against 1.020-1.040); on 8 shapes of
+#    33 to 64 rows not tuned on 0.989 against 0.965. At 32 rows or fewer they first lost (1 x 8192 x 8192 0.858
+#    against 0.912), while TMA filled the 64-row box of A past M; with EDGE's 32-row box they won there too: over 15
+#    shapes of 1 to 32 rows, two calls, 1.000 against 0.980 and 1.015 against 0.999 (8 x 6144 x 14336 1.008 against
+#    0.971, 1 x 8192 x 28672 0.970 against 0.927; lost at 16 x 4608 x 14336, 1.023 against 1.052). The GPU tests have
+#    run the 8-stage ring with that box at 32 rows or fewer in no call yet: 33 until they have, then 1.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 #    CLUSTER_N: 2 runs these tiles in pairs along N (gemm.cu), each block loading half of the tile's rows of A and
@@ -80,6 +82,12 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    per two SMs). cuBLAS runs its 64 x 64 tiles so at 64 x 8192 x 8192 (`avo profile --library`, BENCHMARKS.md),
 #    where it reads DRAM 3 points faster than these tiles do alone. Unlike the 2 x 4 clusters above, not yet timed:
 #    1 (off).
+#    EDGE: a tile row holding 32 rows of M or fewer (the only one at up to 32 rows; the second at 65 to 96) loads
+#    one 32-row box of A (gemm.cu's EDGE_ROWS), where TMA's fill of the 64-row box's rows past M ran slow: with the
+#    same 128 tiles of 64 x 64, 128 x 4096 x 8192 took 28.5 us, 96 rows 36.0 and 66 rows 45.4 (an H100). Side by side
+#    (BENCHMARKS.md), over 13 shapes of 1 to 100 rows 0.972x cuBLAS against 0.875 for the whole box: 66 x 4096 x 8192
+#    0.963 against 0.676, 96 x 4096 x 8192 1.090 against 0.834, 8 x 6144 x 14336 0.963 against 0.873; the shapes
+#    with no such row (48 and 64 rows) as before.
 FEW_ROWS = 128  # avo: tune 0 64 128
 # FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
 # as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
@@ -114,6 +122,7 @@ FEW = dict(
     ACC_SETS=1,  # avo: tune 1 2 bucket=few
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
     CLUSTER_N=1,  # avo: tune 1 2 bucket=few
+    EDGE=True,  # avo: tune False True bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -256,7 +265,7 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1):
+                 cluster_n: int = 1, edge: bool = True):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
@@ -271,6 +280,9 @@ class _Build:
         }
         if cluster_n > 1:
             self.defines["CLUSTER_N"] = cluster_n
+        self.edge = edge  # an edge row's A in one box of half the tile's rows (gemm.cu's EDGE_ROWS)
+        if not edge:
+            self.defines["A_EDGE"] = 0
         if staged:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
@@ -316,7 +328,7 @@ if FEW["BLOCK_M"] != 64:
 
 def _few_build(width: int, stages: int) -> _Build:
     return _Build(FEW["BLOCK_M"], width, stages, 2 if FEW["WG_SPLIT_K"] else 1, 1, acc_sets=FEW["ACC_SETS"],
-                  wg_split_k=FEW["WG_SPLIT_K"], cluster_n=FEW["CLUSTER_N"])
+                  wg_split_k=FEW["WG_SPLIT_K"], cluster_n=FEW["CLUSTER_N"], edge=FEW["EDGE"])
 
 
 _FEW = _few_build(FEW["BLOCK_N"], FEW["STAGES"])
@@ -647,9 +659,9 @@ def _launcher(a, b, c, k_major: bool):
     build, whole, splits = planned.build, planned.whole, planned.splits
     # With clusters along N each block loads its share of A's rows (gemm.cu's A_SHARE) for its cluster row.
     map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
-    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; the 64-row tiles have none,
-    # and a pair's first block loads such a row through map_a)
-    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.block_m >= 128 and build.cluster_n == 1 and \
+    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; a pair's first block loads
+    # such a row through map_a)
+    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.edge and build.cluster_n == 1 and \
         0 < M % build.block_m <= build.block_m // 2 else map_a
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
