@@ -32,11 +32,12 @@ def owner_env(env: dict | None = None) -> dict:
     return {**(os.environ if env is None else env), MARK: str(os.getpid())}
 
 
-def ensure() -> int:
-    """Start this avo process's janitor unless it runs already (a forked child starts its own); its PID."""
+def ensure() -> int | None:
+    """Start this avo process's janitor unless it runs already (a forked child starts its own): its PID, 0 if it
+    ran already, None if it could not start (the sandbox works without it, and the next sandbox tries again)."""
     pid = os.getpid()
     if pid in _pipes:
-        return _pipes[pid]
+        return 0
     read, write = os.pipe()  # neither end inherited by any other child of avo's
     os.set_inheritable(read, True)
     env = {k: v for k, v in os.environ.items() if k != MARK}  # the janitor is no process of its owner's to kill
@@ -44,6 +45,9 @@ def ensure() -> int:
         spawned = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", __file__, str(pid), str(read)], env,
                                  setsid=True, file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0)
                                                             for fd in (0, 1, 2)])
+    except OSError:
+        os.close(write)
+        return None
     finally:
         os.close(read)
     _pipes[pid] = write

@@ -143,3 +143,21 @@ def test_popen_marks_each_child_with_its_avo(tmp_path):
     code, out, _ = procs.run([sys.executable, "-c", f"import os; print(os.environ[{janitor.MARK!r}])"],
                              timeout_s=60, env={"PATH": os.environ.get("PATH", "")})
     assert (code, out.strip()) == (0, str(os.getpid()))
+
+
+def test_one_janitor_per_avo_and_a_failed_start_is_tried_again(monkeypatch):
+    monkeypatch.setattr(janitor, "_pipes", {})
+
+    def fail(*args, **kwargs):
+        raise OSError("no spawn here")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "posix_spawn", fail)
+        assert janitor.ensure() is None and janitor._pipes == {}  # no janitor: the sandbox goes on without one
+    first = janitor.ensure()
+    try:
+        assert first > 0 and janitor.ensure() == 0  # started once, then known
+        assert alive(first)
+    finally:
+        os.close(janitor._pipes.pop(os.getpid()))  # its owner's end: the janitor sweeps (nothing) and exits
+    assert gone_soon([first]), "the janitor did not exit when its pipe closed"
