@@ -13,7 +13,8 @@ import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import arrivals_reset, check_reads_weight_in_place, check_repeatable, check_shipped, work
+from test_gemm_splitk import (arrivals_reset, check_compiles_without_spills, check_reads_weight_in_place,
+                              check_repeatable, check_shipped, work)
 
 from avo.evaluate.worker.loader import load_entry
 
@@ -73,3 +74,51 @@ def test_edge_rows_read_a_transposed_weight_in_place():
     needs.module("cupy")
     check_reads_weight_in_place(load_entry(FOLDER, "gemm"), [(192, 2048, 1024), (160, 5120, 8192), (190, 21504, 8192)],
                                 "edge")
+
+
+# EDGE_ANY (off as shipped): every last tile row with rows past M loads only its rows, rounded up to 8. (M, N, K):
+# the rows of A the edge row's box holds on the shipped plan's tile, with EDGE_ANY, and without (0: a whole tile's box)
+ANY_SHAPES = {
+    (200, 21504, 8192): (72, 0),  # 128-row tiles: 72 rows in the last, past half a tile
+    (100, 57344, 1024): (104, 0),  # 100 rows: one 128-row tile row, rounded up to 104
+    (48, 8192, 1024): (48, 0),  # 64-row tiles, one wave
+    (60, 4096, 16384): (64, 0),  # 60 rows round up to the whole box; split
+    (1, 4096, 1000): (8, 32),  # a box of 8 rows for one row of M
+    (192, 2048, 1024): (64, 64),  # half a tile: the same box either way
+    (4096, 4096, 4096): (0, 0),  # no edge row
+}
+
+
+def test_edge_any_sizes_the_edge_box_by_the_rows_of_m_and_leaves_the_shipped_builds_alone(tmp_path):
+    shipped = load_entry(FOLDER, "gemm").__globals__
+    assert shipped["EDGE_ANY"] is False
+    folder, gemm = seed_with(tmp_path, {"EDGE_ANY": True}, "any")
+    g = gemm.__globals__
+    for (m, n, k), (rows, before) in ANY_SHAPES.items():
+        build = g["plan"](m, n, k, 132).build
+        assert build.edge_box(m) == rows and shipped["plan"](m, n, k, 132).build.edge_box(m) == before, (m, n, k)
+        assert build.defines.get("EDGE_ANY") == 1
+    assert all("EDGE_ANY" not in b.defines for b in (*shipped["_LARGE"].values(), shipped["_FEW"], shipped["_NARROW"]))
+    _, pairs = seed_with(tmp_path, {"EDGE_ANY": True, "CLUSTER_N@few": 2}, "any_pairs")
+    paired = pairs.__globals__["plan"](48, 8192, 1024, 132).build
+    assert paired.cluster_n == 2 and "EDGE_ANY" not in paired.defines  # a pair's share of A: no such box
+
+
+@needs.nvcc
+def test_edge_any_builds_compile_for_hopper_without_spills(tmp_path):
+    from avo.cuda import declared_builds
+
+    folder, _ = seed_with(tmp_path, {"EDGE_ANY": True}, "any")
+    builds = [b for b in declared_builds(folder) if "-DEDGE_ANY=1" in b.flags]
+    assert len(builds) >= 8, [b.flags for b in declared_builds(folder)]  # every 128-row width and 64-row ring
+    check_compiles_without_spills(folder, builds)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(ANY_SHAPES))
+def test_edge_any_rows_are_correct_and_bitwise_repeatable(shape, tmp_path):
+    needs.module("cupy")
+    _, gemm = seed_with(tmp_path, {"EDGE_ANY": True}, "any")
+    for dtype in (torch.bfloat16, torch.float16):
+        check_repeatable(gemm, shape, dtype, ("edge any", shape))
+    assert arrivals_reset(gemm), "edge any: arrival counters left set"

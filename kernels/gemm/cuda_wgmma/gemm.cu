@@ -129,6 +129,15 @@ constexpr int A_BYTES = BLOCK_M * BLOCK_K * 2;
 #define A_EDGE 1
 #endif
 constexpr int EDGE_ROWS = A_EDGE ? BLOCK_M / 2 : 0;
+// With EDGE_ANY a last tile row holding any part of a tile of M loads its rows rounded up to 8 (whole swizzle atoms),
+// not only one of EDGE_ROWS or fewer: map_a_edge's box is that many rows (kernel.py's edge_box).
+#ifndef EDGE_ANY
+#define EDGE_ANY 0
+#endif
+constexpr int EDGE_MAX = EDGE_ANY && EDGE_ROWS > 0 ? BLOCK_M - 1 : EDGE_ROWS;  // the most rows of M an edge row holds
+__host__ __device__ constexpr int edge_rows(int M) {  // A's rows an edge row loads
+    return EDGE_ANY ? (M % BLOCK_M + 7) / 8 * 8 : EDGE_ROWS;
+}
 constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -166,6 +175,7 @@ static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N mus
 static_assert(BLOCK_M / CLUSTER_N % 8 == 0, "each block of a cluster loads whole swizzle atoms of A's rows");
 static_assert(CLUSTER_N == 1 || EDGE_ROWS == 0 || EDGE_ROWS == BLOCK_M / CLUSTER_N,
               "an edge row's rows of A are one block's share");
+static_assert(CLUSTER_N == 1 || !EDGE_ANY, "EDGE_ANY's edge rows are no block's share: one block per cluster row");
 constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;  // blocks of a cluster: rank = column * CLUSTER_M + row
 constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts down its column)
 constexpr int A_SHARE = BLOCK_M / CLUSTER_N;       // A rows each block loads (and multicasts along its row)
@@ -475,7 +485,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     const int rank_m = CLUSTER_N == 1 ? rank : rank % CLUSTER_M, rank_n = CLUSTER_N == 1 ? 0 : rank / CLUSTER_M;
     if (threadIdx.x == 0) {
         tma_prefetch_map(map_a);
-        if (CLUSTER_N == 1 && EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_ROWS)
+        if (CLUSTER_N == 1 && EDGE_ROWS > 0 && M % BLOCK_M > 0 && M % BLOCK_M <= EDGE_MAX)
             tma_prefetch_map(map_a_edge);
         tma_prefetch_map(map_b);
         for (int s = 0; s < STAGES * WAYS; ++s) mbar_init(&full[s], 1);
@@ -506,7 +516,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         TileAt l;
         l.tm = cm * CLUSTER_M + rank_m, l.tn = cn * CLUSTER_N + rank_n, l.k_begin = u.k_begin;
         const int left = M - l.tm * BLOCK_M;  // rows of M from the tile's first
-        l.edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_ROWS;
+        l.edge = EDGE_ROWS > 0 && left > 0 && left <= EDGE_MAX;
         return l;
     };
     // Step k of a unit into slot `stage`.
@@ -518,7 +528,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
         unsigned long long* filled = &full[stage * WAYS + (k - l.k_begin) % WAYS];
         // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
-        mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - EDGE_ROWS * BLOCK_K * 2 : 0));
+        mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - edge_rows(M) * BLOCK_K * 2 : 0));
         if constexpr (CLUSTER_N > 1) {  // this block's A_SHARE rows, to every block of its cluster row
             if (!edge || rank_n == 0)  // an edge row's rows are the first block's share
                 tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,

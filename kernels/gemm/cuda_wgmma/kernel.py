@@ -205,6 +205,12 @@ ROWS256 = dict(
     MMA_LAG=True,  # avo: tune False True bucket=rows256
     CLUSTER_N=1,  # avo: tune 1 2 bucket=rows256
 )
+# EDGE_ANY: a last tile row holding any part of a tile of M (not only half a tile or less, as gemm.cu's EDGE_ROWS
+# does) loads only its rows of A, rounded up to 8, through a box of that many (gemm.cu's edge_rows): 200 rows on the
+# 128-row tiles load 72 of the second tile row's 128, 48 rows on the 64-row tiles 48 of 64. TMA's fill past M ran
+# slow wherever it was timed (BENCHMARKS.md: 66 x 4096 x 8192 0.676x cuBLAS with 62 of 64 rows filled, 0.963
+# without); whether a fill of fewer rows costs as much is not timed yet: False. Not with pairs along N (CLUSTER_N).
+EDGE_ANY = False  # avo: tune False True
 # Blocks in pairs sharing B's tile by TMA multicast (gemm.cu): 0.997 against 1.005x cuBLAS over 16 shapes of 1024 to
 # 16384 rows on the H200 (BENCHMARKS.md); it won only 16384 x 8192 x 28672 (1.066 against 1.049).
 CLUSTER_M = 1  # avo: tune 1 2
@@ -281,8 +287,11 @@ class _Build:
         if cluster_n > 1:
             self.defines["CLUSTER_N"] = cluster_n
         self.edge = edge  # an edge row's A in one box of half the tile's rows (gemm.cu's EDGE_ROWS)
+        self.edge_any = edge and EDGE_ANY and cluster_n == 1  # or of all its rows (EDGE_ANY)
         if not edge:
             self.defines["A_EDGE"] = 0
+        if self.edge_any:
+            self.defines["EDGE_ANY"] = 1
         if staged:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
@@ -313,6 +322,14 @@ class _Build:
         3 beside its whole C tile, a 192-wide for 4, a 128-wide for 6)."""
         room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k)
         return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
+
+    def edge_box(self, M: int) -> int:
+        """The rows of A's box on the last tile row (gemm.cu's edge_rows), 0 where that row loads a whole tile's box:
+        M fills it, or holds more than EDGE_ROWS of it without EDGE_ANY, or the build has no edge rows."""
+        left = M % self.block_m
+        if not self.edge or not left or (left > self.block_m // 2 and not self.edge_any):
+            return 0
+        return -(-left // 8) * 8 if self.edge_any else self.block_m // 2
 
     def k_major(self):
         """The twin build that reads B as [N, K] rows (B_K_MAJOR), declared on first use: the evaluator passes a
@@ -661,8 +678,8 @@ def _launcher(a, b, c, k_major: bool):
     map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
     # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; a pair's first block loads
     # such a row through map_a)
-    edge = tensor_map(a, box=(build.block_m // 2, BLOCK_K)) if build.edge and build.cluster_n == 1 and \
-        0 < M % build.block_m <= build.block_m // 2 else map_a
+    edge_box = build.edge_box(M) if build.cluster_n == 1 else 0
+    edge = tensor_map(a, box=(edge_box, BLOCK_K)) if edge_box else map_a
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
     module = build.k_major() if k_major else build.module
