@@ -40,9 +40,8 @@ def ensure() -> int | None:
         return 0
     read, write = os.pipe()  # neither end inherited by any other child of avo's
     os.set_inheritable(read, True)
-    env = {k: v for k, v in os.environ.items() if k != MARK}  # the janitor is no process of its owner's to kill
-    try:
-        spawned = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", __file__, str(pid), str(read)], env,
+    try:  # with an empty environment: no key of avo's, and no mark (it is no process of its owner's to kill)
+        spawned = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", __file__, str(pid), str(read)], {},
                                  setsid=True, file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0)
                                                             for fd in (0, 1, 2)])
     except OSError:
