@@ -25,7 +25,7 @@ from pathlib import Path
 from avo.evaluate import sandbox
 from avo.util import janitor, procs
 
-kind, keep, scratch = sys.argv[1], sys.argv[2] == "janitor", Path(sys.argv[3])
+kind, keep, scratch, block_r = sys.argv[1], sys.argv[2] == "janitor", Path(sys.argv[3]), int(sys.argv[4])
 if not keep:
     janitor.ensure = lambda: 0
 made = {"janitor": janitor.ensure() if keep else None}
@@ -39,7 +39,8 @@ if kind == "escape":
 else:
     cmd = sandbox.command(["/bin/sleep", "600"], writable=[scratch], cwd=scratch)
     info_r, info_w = os.pipe()
-    block_r, block_w = os.pipe()  # never written: the outer bwrap waits on it before it lets the init go on
+    # block_r: never written, and its write end held by the test, so that not even this process's death ends the
+    # outer bwrap's wait on it before it lets the init go on: only its death signal does
     cmd[1:1] = ["--unshare-user", "--info-fd", str(info_w), "--userns-block-fd", str(block_r)]
     outer = procs.popen(cmd, pass_fds=(info_w, block_r))
     os.close(info_w)
@@ -50,8 +51,9 @@ sys.stdin.read()
 """
 
 
-def start_fake_avo(tmp_path, kind: str, keep: bool) -> tuple[subprocess.Popen, dict]:
-    avo = subprocess.Popen([sys.executable, "-c", FAKE_AVO, kind, "janitor" if keep else "none", str(tmp_path)],
+def start_fake_avo(tmp_path, kind: str, keep: bool, block_r: int = -1) -> tuple[subprocess.Popen, dict]:
+    avo = subprocess.Popen([sys.executable, "-c", FAKE_AVO, kind, "janitor" if keep else "none", str(tmp_path),
+                            str(block_r)], pass_fds=(block_r,) if block_r >= 0 else (),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env_with(tmp_path))
     line = avo.stdout.readline()
     if not line:
@@ -104,7 +106,11 @@ def test_a_sandbox_init_held_before_it_asks_to_die_with_avo_dies_with_avo_only_t
     """The leftover a killed evolve once left: bwrap's init, under PID 1, asleep on an eventfd for good."""
     if not _userns_block_works():
         pytest.skip("bwrap cannot make a user namespace here (--userns-block-fd needs one)")
-    avo, made = start_fake_avo(tmp_path, "sandbox", keep)
+    block_r, block_w = os.pipe()
+    try:
+        avo, made = start_fake_avo(tmp_path, "sandbox", keep, block_r)
+    finally:
+        os.close(block_r)
     orphan = made["orphan"]
     try:
         assert alive(orphan) and alive(made["outer"])
@@ -118,6 +124,7 @@ def test_a_sandbox_init_held_before_it_asks_to_die_with_avo_dies_with_avo_only_t
     finally:
         if alive(orphan):
             os.kill(orphan, signal.SIGKILL)
+        os.close(block_w)
 
 
 def test_the_sweep_kills_the_owners_marked_processes_and_no_other(tmp_path):
