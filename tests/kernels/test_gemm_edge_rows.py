@@ -122,3 +122,25 @@ def test_edge_any_rows_are_correct_and_bitwise_repeatable(shape, tmp_path):
     for dtype in (torch.bfloat16, torch.float16):
         check_repeatable(gemm, shape, dtype, ("edge any", shape))
     assert arrivals_reset(gemm), "edge any: arrival counters left set"
+
+
+# NARROW_FULL_FROM 1 (33 as shipped): the whole 64 x 64 tiles at 32 rows or fewer on the 8-stage ring, with the edge
+# box: one wave, several (NARROW_WAVES), ragged N and K
+FROM1_SHAPES = [(16, 8192, 2048), (1, 57344, 1024), (32, 8448, 1000), (8, 6144, 3000)]
+
+
+def test_narrow_full_from_1_puts_the_few_row_shapes_on_the_8_stage_ring(tmp_path):
+    g = seed_with(tmp_path, {"NARROW_FULL_FROM@few": 1}, "from1")[1].__globals__
+    for m, n, k in FROM1_SHAPES:
+        planned = g["plan"](m, n, k, 132)
+        assert planned.build is g["_NARROW_FULL_M64"] and work(planned) == "whole", (m, n, k)
+        assert planned.build.defines["STAGES"] == 8 and planned.build.edge_box(m) == 32, (m, n, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", FROM1_SHAPES)
+def test_narrow_full_from_1_is_correct_and_bitwise_repeatable(shape, tmp_path):
+    needs.module("cupy")
+    _, gemm = seed_with(tmp_path, {"NARROW_FULL_FROM@few": 1}, "from1")
+    for dtype in (torch.bfloat16, torch.float16):
+        check_repeatable(gemm, shape, dtype, ("from 1", shape))
