@@ -232,12 +232,9 @@ def test_launch_sizes_the_grid_and_passes_the_walk_as_each_plan_says(monkeypatch
 
 
 def test_the_plan_sweep_reads_each_configuration_flag():
-    import importlib.util
+    from script_module import script
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "fa3_plan_sweep.py"
-    spec = importlib.util.spec_from_file_location("fa3_plan_sweep", path)
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = script("fa3_plan_sweep")
     # (D, BLOCK_N, consumers, persistent, span, dynamic, O_TMA, Q tiles, ping-pong, causal tiles aligned to the end,
     # idle consumers skipped, K/V stages)
     assert sweep.parse_config("64:128:2")[1] == (64, 128, 2, True, False, False, False, 1, True, False, False, 2)

@@ -6,13 +6,13 @@ tests/kernels/test_gemm_splitk.py."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import re
 from pathlib import Path
 
 import needs
 import pytest
+from script_module import script
 
 from avo.evaluate.worker.loader import load_entry
 from avo.tasks import load
@@ -268,9 +268,7 @@ def test_the_few_token_tile_takes_no_tail_and_stream_k_only_past_stream_from_wav
 
 
 def test_the_config_sweep_times_the_tail_off_and_forces_each_kind_of_work(tmp_path):
-    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = script("gemm_config_sweep")
     off = sweep.variant("plan-no-tail", sweep.PLANS["plan-no-tail"], tmp_path).__globals__["plan"]
     # whole tiles: without the tail, 128 x 320 (2.7 waves) beats 128 x 256 (3.4)
     assert off(1024, 14336, 4096, H200_SMS)[1:5] == (360, 360, 1, 0)
@@ -464,9 +462,7 @@ def test_the_narrower_widths_take_their_own_stages(tmp_path):
 
 
 def test_the_config_sweep_times_named_knob_variants(tmp_path):
-    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = script("gemm_config_sweep")
     label, knobs = sweep._variant("deep:STAGES_192=4,MMA_LAG=True")
     assert (label, knobs) == ("deep", {"STAGES_192": 4, "MMA_LAG": True})
     for bad in ("deep", "deep:", "1x:STAGES=4", "deep:STAGES"):
@@ -477,9 +473,7 @@ def test_the_config_sweep_times_named_knob_variants(tmp_path):
 
 
 def test_the_config_sweep_times_another_copy_of_the_seed_beside_its_plan(tmp_path):
-    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = script("gemm_config_sweep")
     older = tmp_path / "older"
     older.mkdir()
     for path in SEED.iterdir():
@@ -498,9 +492,7 @@ def test_the_config_sweep_times_another_copy_of_the_seed_beside_its_plan(tmp_pat
 
 
 def test_the_config_sweep_prints_its_speedups_as_a_table():
-    spec = importlib.util.spec_from_file_location("gemm_config_sweep", ROOT / "scripts" / "gemm_config_sweep.py")
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = script("gemm_config_sweep")
 
     def row(case, config, speedup, library_ms):
         return {"case": case, "config": config, "speedup": speedup, "library_ms": library_ms}

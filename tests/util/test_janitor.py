@@ -20,7 +20,7 @@ from avo.util import janitor
 # A stand-in for avo: starts its janitor (or not), then through procs.popen either a child that double-forks a
 # sleeper under PID 1 ("escape") or a sandbox held at its init's first step ("sandbox"); prints what it made, waits.
 FAKE_AVO = r"""
-import json, os, sys
+import json, os, subprocess, sys
 from pathlib import Path
 from avo.evaluate import sandbox
 from avo.util import janitor, procs
@@ -33,7 +33,7 @@ if kind == "escape":
     script = ("import os, sys, time\n"
               "if os.fork(): os._exit(0)\n"
               "os.setsid(); print(os.getpid(), flush=True); time.sleep(600)\n")
-    child = procs.popen([sys.executable, "-c", script], stdout=__import__("subprocess").PIPE, text=True)
+    child = procs.popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     made["orphan"] = int(child.stdout.readline())
     child.wait()
 else:

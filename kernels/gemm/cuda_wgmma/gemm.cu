@@ -505,6 +505,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // a stream-K run.
     const int k_steps = (K + BLOCK_K - 1) / BLOCK_K;
 
+    // A stage's bytes on an edge row: its rows of A (edge_rows) and all of B
+    const int edge_stage_bytes = STAGE_BYTES - A_BYTES + edge_rows(M) * BLOCK_K * 2;
     // A unit's tile coordinates, and whether its tile row is an edge row (EDGE_ROWS, which only loads heed).
     struct TileAt {
         int tm, tn, k_begin;
@@ -527,8 +529,8 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         unsigned char* sb = sa + A_BYTES;
         // the full barrier of the consumer that takes step k (WG_SPLIT_K: one per consumer and slot)
         unsigned long long* filled = &full[stage * WAYS + (k - l.k_begin) % WAYS];
-        // A (EDGE_ROWS of it on an edge row), and A's and B's shares from every block
-        mbar_arrive_expect_tx(filled, STAGE_BYTES - (edge ? A_BYTES - edge_rows(M) * BLOCK_K * 2 : 0));
+        // A (edge_rows of it on an edge row), and A's and B's shares from every block
+        mbar_arrive_expect_tx(filled, edge ? edge_stage_bytes : STAGE_BYTES);
         if constexpr (CLUSTER_N > 1) {  // this block's A_SHARE rows, to every block of its cluster row
             if (!edge || rank_n == 0)  // an edge row's rows are the first block's share
                 tma_load_2d_multicast(sa + rank_n * A_SHARE * 128, map_a, filled, k * BLOCK_K,

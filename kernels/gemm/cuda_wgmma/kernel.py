@@ -324,10 +324,11 @@ class _Build:
         return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
 
     def edge_box(self, M: int) -> int:
-        """The rows of A's box on the last tile row (gemm.cu's edge_rows), 0 where that row loads a whole tile's box:
-        M fills it, or holds more than EDGE_ROWS of it without EDGE_ANY, or the build has no edge rows."""
+        """The rows of A's box on the last tile row (gemm.cu's edge_rows), 0 where that row loads through map_a: M
+        fills it, or holds more than EDGE_ROWS of it without EDGE_ANY, or the build has no edge rows, or runs in pairs
+        along N (a pair's first block loads an edge row's rows as its share)."""
         left = M % self.block_m
-        if not self.edge or not left or (left > self.block_m // 2 and not self.edge_any):
+        if not self.edge or self.cluster_n > 1 or not left or (left > self.block_m // 2 and not self.edge_any):
             return 0
         return -(-left // 8) * 8 if self.edge_any else self.block_m // 2
 
@@ -676,9 +677,8 @@ def _launcher(a, b, c, k_major: bool):
     build, whole, splits = planned.build, planned.whole, planned.splits
     # With clusters along N each block loads its share of A's rows (gemm.cu's A_SHARE) for its cluster row.
     map_a = tensor_map(a, box=(build.block_m // build.cluster_n, BLOCK_K))
-    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS; a pair's first block loads
-    # such a row through map_a)
-    edge_box = build.edge_box(M) if build.cluster_n == 1 else 0
+    # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS), or any part (EDGE_ANY)
+    edge_box = build.edge_box(M)
     edge = tensor_map(a, box=(edge_box, BLOCK_K)) if edge_box else map_a
     # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
