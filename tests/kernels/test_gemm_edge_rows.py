@@ -102,6 +102,7 @@ def test_edge_any_sizes_the_edge_box_by_the_rows_of_m_and_leaves_the_shipped_bui
     _, pairs = seed_with(tmp_path, {"EDGE_ANY": True, "CLUSTER_N@few": 2}, "any_pairs")
     paired = pairs.__globals__["plan"](48, 8192, 1024, 132).build
     assert paired.cluster_n == 2 and "EDGE_ANY" not in paired.defines  # a pair's share of A: no such box
+    assert paired.edge_box(16) == paired.edge_box(48) == 0  # its edge rows come through map_a
 
 
 @needs.nvcc
