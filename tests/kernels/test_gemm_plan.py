@@ -569,12 +569,11 @@ def test_at_64_rows_or_fewer_the_few_token_tiles_take_their_own_rings(tmp_path):
     assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 4
 
 
-def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_their_own(tmp_path):
-    """NARROW_FULL_STAGES_M64 (8), NARROW_FULL_FROM (33): from 33 to 64 rows, the 64 x 64 tiles that run whole over
-    more than half the SMs (NARROW's one wave, NARROW_WAVES's several) take the 8-stage ring; those split in K, or too
-    few to fill half the SMs (NARROW_SPLIT), and every shape of 32 rows or fewer keep NARROW_STAGES_M64 (12); past
-    64 rows NARROW_STAGES. NARROW_FULL_FROM 1 takes every row count up to 64, one past 64 none, and equal depths share
-    one build."""
+def test_up_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_their_own(tmp_path):
+    """NARROW_FULL_STAGES_M64 (8), NARROW_FULL_FROM (1): up to 64 rows, the 64 x 64 tiles that run whole over more
+    than half the SMs (NARROW's one wave, NARROW_WAVES's several) take the 8-stage ring; those split in K, or too few
+    to fill half the SMs (NARROW_SPLIT), keep NARROW_STAGES_M64 (12); past 64 rows NARROW_STAGES. NARROW_FULL_FROM 33
+    leaves 32 rows or fewer on the 12-stage ring, one past 64 takes no row count, and equal depths share one build."""
     import shutil
 
     from avo.agent.heuristic.knobs import render
@@ -586,9 +585,9 @@ def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_rin
     for m, n, k in ((64, 8192, 8192), (33, 8192, 28672), (64, 8192, 1024), (48, 6144, 14336)):  # one wave, whole
         tiles = n // 64
         assert plan(m, n, k, H200_SMS) == (full, tiles, tiles, 1, 0, 1), (m, n, k)
-        assert plan(32, n, k, H200_SMS) == (split, tiles, tiles, 1, 0, 1), (32, n, k)  # 32 rows or fewer: 12
+        assert plan(1, n, k, H200_SMS) == (full, tiles, tiles, 1, 0, 1), (1, n, k)
     assert plan(64, 57344, 8192, H200_SMS) == (full, 896, 896, 1, 0, 1)  # NARROW_WAVES: 7 waves, whole
-    assert plan(1, 57344, 8192, H200_SMS) == (split, 896, 896, 1, 0, 1)
+    assert plan(1, 57344, 8192, H200_SMS) == (full, 896, 896, 1, 0, 1)
     split_plan = plan(64, 4096, 4096, H200_SMS)  # 64 tiles, split in 2 to fill the SMs
     assert split_plan.build is split and split_plan.splits == 2, split_plan
     for n in (3584, 2048):  # 56 and 32 tiles of 56 and 32 steps: too short to split, whole
@@ -596,13 +595,13 @@ def test_from_33_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_rin
         assert few_whole.build is split and few_whole.splits == 1, few_whole
     assert plan(128, 4096, 8192, H200_SMS).build is g["_NARROW"]  # 128 tiles past 64 rows: NARROW_STAGES
     source = (SEED / "kernel.py").read_text()
-    for name, knobs in (("from1", {"NARROW_FULL_FROM@few": 1}), ("off", {"NARROW_FULL_FROM@few": 65})):
+    for name, knobs in (("from33", {"NARROW_FULL_FROM@few": 33}), ("off", {"NARROW_FULL_FROM@few": 65})):
         folder = tmp_path / name
         shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
         (folder / "kernel.py").write_text(render(source, knobs))
         g = load_entry(folder, "gemm").__globals__
         for rows in (1, 32, 33, 64):
-            expected = g["_NARROW_FULL_M64"] if name == "from1" else g["_NARROW"]
+            expected = g["_NARROW_FULL_M64"] if name == "from33" and rows >= 33 else g["_NARROW"]
             assert g["plan"](rows, 8192, 8192, H200_SMS).build is expected, (name, rows)
     folder = tmp_path / "equal"
     shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))

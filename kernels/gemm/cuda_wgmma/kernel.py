@@ -73,8 +73,9 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    33 to 64 rows not tuned on 0.989 against 0.965. At 32 rows or fewer they first lost (1 x 8192 x 8192 0.858
 #    against 0.912), while TMA filled the 64-row box of A past M; with EDGE's 32-row box they won there too: over 15
 #    shapes of 1 to 32 rows, two calls, 1.000 against 0.980 and 1.015 against 0.999 (8 x 6144 x 14336 1.008 against
-#    0.971, 1 x 8192 x 28672 0.970 against 0.927; lost at 16 x 4608 x 14336, 1.023 against 1.052). The GPU tests have
-#    run the 8-stage ring with that box at 32 rows or fewer in no call yet: 33 until they have, then 1.
+#    0.971, 1 x 8192 x 28672 0.970 against 0.927; lost at 16 x 4608 x 14336, 1.023 against 1.052); over 14 shapes of
+#    1 to 32 rows, 9 of them not tuned on, 0.985 against 0.974 (8 x 6144 x 14336 1.008 against 0.934). So 1: every
+#    row count up to 64.
 #    SPLIT_STEPS: the few-token tiles split K from parts of this many steps (rule 3's MIN_SPLIT_STEPS for the others):
 #    32 tiles of 64 x 128 at 128 x 2048 x 8192 in 4 parts ran 0.940x against 0.677 whole on the H100.
 #    CLUSTER_N: 2 runs these tiles in pairs along N (gemm.cu), each block loading half of the tile's rows of A and
@@ -115,7 +116,7 @@ FEW = dict(
     NARROW_STAGES=12,  # avo: tune 6 8 10 12 bucket=few
     NARROW_STAGES_M64=12,  # avo: tune 6 8 10 12 bucket=few
     NARROW_FULL_STAGES_M64=8,  # avo: tune 6 8 10 12 bucket=few
-    NARROW_FULL_FROM=33,  # avo: tune 1 17 33 49 65 bucket=few
+    NARROW_FULL_FROM=1,  # avo: tune 1 17 33 49 65 bucket=few
     NARROW_SPLIT=True,  # avo: tune False True bucket=few
     NARROW_WAVES=64,  # avo: tune 0 64 128 bucket=few
     SPLIT_STEPS=32,  # avo: tune 16 32 64 128 bucket=few
@@ -209,8 +210,11 @@ ROWS256 = dict(
 # does) loads only its rows of A, rounded up to 8, through a box of that many (gemm.cu's edge_rows): 200 rows on the
 # 128-row tiles load 72 of the second tile row's 128, 48 rows on the 64-row tiles 48 of 64. TMA's fill past M ran
 # slow wherever it was timed (BENCHMARKS.md: 66 x 4096 x 8192 0.676x cuBLAS with 62 of 64 rows filled, 0.963
-# without); whether a fill of fewer rows costs as much is not timed yet: False. Not with pairs along N (CLUSTER_N).
-EDGE_ANY = False  # avo: tune False True
+# without). Fewer rows filled cost too: side by side on an H100 over 10 shapes of 33 to 3000 rows, 0.975 against
+# 0.961 (33 x 8192 x 8192 1.002 against 0.975, 200 x 4096 x 14336 1.010 against 0.961, 100 x 3584 x 3584 0.898
+# against 0.858; 224 x 28672 x 4096 0.939 against 0.945, within the noise of a second call). Not with pairs along N
+# (CLUSTER_N).
+EDGE_ANY = True  # avo: tune False True
 # Blocks in pairs sharing B's tile by TMA multicast (gemm.cu): 0.997 against 1.005x cuBLAS over 16 shapes of 1024 to
 # 16384 rows on the H200 (BENCHMARKS.md); it won only 16384 x 8192 x 28672 (1.066 against 1.049).
 CLUSTER_M = 1  # avo: tune 1 2
