@@ -6,6 +6,7 @@ time reaches its GPU time starves the GPU in a model's forward.
     python scripts/gemm_host_time.py [KERNEL_DIR ...]    (default: kernels/gemm/cuda_wgmma)
     python scripts/gemm_host_time.py --profile [KERNEL_DIR]   (where one wrapper's host time goes: cProfile)
     python scripts/gemm_host_time.py --pieces [KERNEL_DIR]    (the same, each step of a cuda_wgmma call timed alone)
+    AVO_HOST_SHAPES=16384x57344x8192,64x8192x8192 python scripts/gemm_host_time.py    (other shapes than SHAPES)
 
 Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t() of a contiguous [N, K]).
 """
@@ -13,6 +14,7 @@ Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t()
 from __future__ import annotations
 
 import importlib.util
+import os
 import statistics
 import sys
 import time
@@ -22,6 +24,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4096, 4096, 4096), (4096, 1024, 4096), (4096, 14336, 4096), (64, 4096, 4096), (16, 4096, 14336)]
+if os.environ.get("AVO_HOST_SHAPES"):
+    SHAPES = [tuple(int(x) for x in s.split("x")) for s in os.environ["AVO_HOST_SHAPES"].split(",")]
 CALLS = 50
 
 
