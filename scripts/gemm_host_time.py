@@ -7,6 +7,8 @@ time reaches its GPU time starves the GPU in a model's forward.
     python scripts/gemm_host_time.py --profile [KERNEL_DIR]   (where one wrapper's host time goes: cProfile)
     python scripts/gemm_host_time.py --pieces [KERNEL_DIR]    (the same, each step of a cuda_wgmma call timed alone)
     AVO_HOST_SHAPES=16384x57344x8192,64x8192x8192 python scripts/gemm_host_time.py    (other shapes than SHAPES)
+    AVO_HOST_SHAPES=... python scripts/gemm_host_time.py --evaluator [KERNEL_DIR]   (one call at a time, as the
+        evaluator's warm-up calls: fresh inputs, L2 read, with and without a GPU spin before; then a cProfile)
 
 Each shape runs with b row-major ([K, N]) and as nn.Linear passes it (weight.t() of a contiguous [N, K]).
 """
@@ -143,12 +145,62 @@ def pieces(fn) -> None:
         print(f"{label:32s} {per_call_us(step):8.1f} us")
 
 
+def evaluator_regime(fn, calls: int = 30) -> None:
+    """Host µs of one call at a time, as the evaluator's warm-up clocks it (avo.evaluate.worker.timing): inputs
+    copied fresh into one of two slots, L2 read, a GPU spin of 0 or 2M cycles, the call, a synchronize; the wrapper
+    against torch.matmul, then a cProfile of the wrapper's calls behind the spin."""
+    import cProfile
+    import pstats
+
+    from avo.evaluate.worker.timing import L2Flush
+
+    flush = L2Flush(50 << 20)
+    for m, n, k in SHAPES:
+        sources = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                    torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
+        slots = [(torch.empty_like(a), torch.empty_like(b)) for a, b in sources]
+
+        def fresh(i: int, slots=slots, sources=sources):
+            (a, b), (from_a, from_b) = slots[i % 2], sources[(i // 2) % 2]
+            a.copy_(from_a), b.copy_(from_b)
+            return a, b
+
+        for spin in (0, 2_000_000):
+            for name, call in (("wrapper", fn), ("torch.matmul", torch.matmul)):
+                host = []
+                for i in range(calls):
+                    a, b = fresh(i)
+                    flush()
+                    if spin:
+                        torch.cuda._sleep(spin)
+                    begin = time.perf_counter()
+                    out = call(a, b)
+                    host.append((time.perf_counter() - begin) * 1e6)
+                    torch.cuda.synchronize()
+                    del out
+                host = host[1:]
+                print(f"{m}x{n}x{k} spin {spin:>7d} {name:12s} host us median {statistics.median(host):7.1f} "
+                      f"min {min(host):7.1f} max {max(host):7.1f}", flush=True)
+        profiler = cProfile.Profile()
+        for i in range(20):
+            a, b = fresh(i)
+            flush()
+            torch.cuda._sleep(2_000_000)
+            profiler.enable()
+            out = fn(a, b)
+            profiler.disable()
+            torch.cuda.synchronize()
+            del out
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
+        del sources, slots
+        torch.cuda.empty_cache()
+
+
 def main() -> None:
-    if sys.argv[1:2] == ["--pieces"]:
-        pieces(load(Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"))
-        return
-    if sys.argv[1:2] == ["--profile"]:
-        profile(load(Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"))
+    modes = {"--evaluator": evaluator_regime, "--pieces": pieces, "--profile": profile}
+    if sys.argv[1:2] and sys.argv[1] in modes:
+        seed = Path(sys.argv[2]).resolve() if sys.argv[2:] else ROOT / "kernels" / "gemm" / "cuda_wgmma"
+        modes[sys.argv[1]](load(seed))
         return
     folders = [Path(f).resolve() for f in sys.argv[1:]] or [ROOT / "kernels" / "gemm" / "cuda_wgmma"]
     entries = {"torch.matmul": torch.matmul, **{str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f): load(f)
