@@ -146,53 +146,45 @@ def pieces(fn) -> None:
 
 
 def evaluator_regime(fn, calls: int = 30) -> None:
-    """Host µs of one call at a time, as the evaluator's warm-up clocks it (avo.evaluate.worker.timing): inputs
-    copied fresh into one of two slots, L2 read, a GPU spin of 0 or 2M cycles, the call, a synchronize; the wrapper
-    against torch.matmul, then a cProfile of the wrapper's calls behind the spin."""
+    """Host µs of one call at a time, as the evaluator's warm-up clocks it (avo.evaluate.worker.timing): fresh
+    inputs (its InputRotation), L2 read (L2Flush), no spin or a 1 ms one before the call (LaunchShield), the call, a
+    synchronize; the wrapper against torch.matmul, then a cProfile of the wrapper's calls behind the spin."""
     import cProfile
     import pstats
 
-    from avo.evaluate.worker.timing import L2Flush
+    from avo.evaluate.worker.timing import InputRotation, L2Flush, LaunchShield
 
-    flush = L2Flush(50 << 20)
+    flush, shields = L2Flush(50 << 20), (LaunchShield(0), LaunchShield(1000))
     for m, n, k in SHAPES:
-        sources = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                    torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(2)]
-        slots = [(torch.empty_like(a), torch.empty_like(b)) for a, b in sources]
-
-        def fresh(i: int, slots=slots, sources=sources):
-            (a, b), (from_a, from_b) = slots[i % 2], sources[(i // 2) % 2]
-            a.copy_(from_a), b.copy_(from_b)
-            return a, b
-
-        for spin in (0, 2_000_000):
+        rotation = InputRotation([(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                                   torch.randn(k, n, device="cuda", dtype=torch.bfloat16)) for _ in range(2)], seed=7)
+        for shield in shields:
             for name, call in (("wrapper", fn), ("torch.matmul", torch.matmul)):
                 host = []
                 for i in range(calls):
-                    a, b = fresh(i)
+                    a, b = rotation(i)
                     flush()
-                    if spin:
-                        torch.cuda._sleep(spin)
+                    shield()
                     begin = time.perf_counter()
                     out = call(a, b)
                     host.append((time.perf_counter() - begin) * 1e6)
                     torch.cuda.synchronize()
                     del out
                 host = host[1:]
-                print(f"{m}x{n}x{k} spin {spin:>7d} {name:12s} host us median {statistics.median(host):7.1f} "
-                      f"min {min(host):7.1f} max {max(host):7.1f}", flush=True)
+                print(f"{m}x{n}x{k} spin {shield.us:6.0f} us {name:12s} host us median "
+                      f"{statistics.median(host):7.1f} min {min(host):7.1f} max {max(host):7.1f}", flush=True)
         profiler = cProfile.Profile()
         for i in range(20):
-            a, b = fresh(i)
+            a, b = rotation(i)
             flush()
-            torch.cuda._sleep(2_000_000)
+            shields[1]()
             profiler.enable()
             out = fn(a, b)
             profiler.disable()
             torch.cuda.synchronize()
             del out
         pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
-        del sources, slots
+        del rotation
         torch.cuda.empty_cache()
 
 

@@ -1,10 +1,10 @@
 """gemm/cuda_wgmma's edge rows: a last tile row that holds half a tile of rows of M or fewer (192 rows: 128 + 64; 96
 rows on the 64-row tiles: 64 + 32) loads only those, one box of half the tile's rows of A through its own tensor map
 (gemm.cu's EDGE_ROWS), where a box half past M ran slow; with EDGE_ANY (shipped) any last tile row with rows past M
-loads a box of its rows rounded up to 8. On the CPU the plan gives the shapes below each kind of
-work, with an edge row and without (the shipped builds compile without spills in test_cuda_seeds.py); on a GPU such
-rows, in every kind of work and with clusters (whose second tile may lie wholly past M), are correct and bitwise
-repeatable, B row-major or read as the transpose of a [N, K] weight."""
+loads a box of its rows rounded up to 8. On the CPU the plan gives the shapes below each kind of work, with an edge
+row and without (the shipped builds compile without spills in test_cuda_seeds.py); on a GPU such rows, in every kind
+of work and with clusters (whose second tile may lie wholly past M), are correct and bitwise repeatable, B row-major
+or read as the transpose of a [N, K] weight."""
 
 from __future__ import annotations
 

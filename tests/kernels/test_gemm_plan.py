@@ -574,9 +574,8 @@ def test_up_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_
     than half the SMs (NARROW's one wave, NARROW_WAVES's several) take the 8-stage ring; those split in K, or too few
     to fill half the SMs (NARROW_SPLIT), keep NARROW_STAGES_M64 (12); past 64 rows NARROW_STAGES. NARROW_FULL_FROM 33
     leaves 32 rows or fewer on the 12-stage ring, one past 64 takes no row count, and equal depths share one build."""
-    import shutil
+    from test_gemm_epilogue_rounds import seed_with
 
-    from avo.agent.heuristic.knobs import render
     from avo.cuda import declared_builds
 
     g = seed_globals()
@@ -594,19 +593,13 @@ def test_up_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_
         few_whole = plan(64, n, n, H200_SMS)
         assert few_whole.build is split and few_whole.splits == 1, few_whole
     assert plan(128, 4096, 8192, H200_SMS).build is g["_NARROW"]  # 128 tiles past 64 rows: NARROW_STAGES
-    source = (SEED / "kernel.py").read_text()
     for name, knobs in (("from33", {"NARROW_FULL_FROM@few": 33}), ("off", {"NARROW_FULL_FROM@few": 65})):
-        folder = tmp_path / name
-        shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-        (folder / "kernel.py").write_text(render(source, knobs))
-        g = load_entry(folder, "gemm").__globals__
+        g = seed_with(tmp_path, knobs, name)[1].__globals__
         for rows in (1, 32, 33, 64):
             expected = g["_NARROW_FULL_M64"] if name == "from33" and rows >= 33 else g["_NARROW"]
             assert g["plan"](rows, 8192, 8192, H200_SMS).build is expected, (name, rows)
-    folder = tmp_path / "equal"
-    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "kernel.py").write_text(render(source, {"NARROW_FULL_STAGES_M64@few": 12}))
-    g = load_entry(folder, "gemm").__globals__
+    folder, gemm = seed_with(tmp_path, {"NARROW_FULL_STAGES_M64@few": 12}, "equal")
+    g = gemm.__globals__
     assert g["_NARROW_FULL_M64"] is g["_NARROW"]
     # 64 x 128 at 7 and 6 stages, 64 x 64 at 12 (one build for all three entries)
     assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 3
