@@ -408,6 +408,15 @@ def test_stream_k_below_its_rows_is_what_the_knob_says():
     assert seed_globals()["plan"](256, 10240, 8192, H200_SMS).stream == 0
 
 
+def test_stream_k_against_whole_waves_is_weighed_at_the_gain_the_knob_says():
+    """STREAM_GAIN is a knob: at 0 (and from 1024 rows) 4096 x 8192 x 8192, 7.76 waves of whole tiles, deals its
+    last waves out as stream-K runs; at the shipped 2% it runs whole (stream-K read 0.991 against 0.995 there on
+    an H100, BENCHMARKS.md)."""
+    streamed = seed_globals(STREAM_MIN_ROWS=1024, STREAM_GAIN=0.0)["plan"](4096, 8192, 8192, H200_SMS)
+    assert (streamed.tiles, streamed.whole, streamed.stream, streamed.lanes) == (1024, 792, 128, 8)
+    assert seed_globals(STREAM_MIN_ROWS=1024)["plan"](4096, 8192, 8192, H200_SMS).stream == 0
+
+
 def test_the_bucket_rule_groups_the_large_tiles_shapes_by_rows():
     """The heuristic judges a move group by group (avo/agent/acceptance.py): the wide suite's five row counts are
     five groups, read from the rule as the agent reads it, and only the few-token group has an entry of its own."""

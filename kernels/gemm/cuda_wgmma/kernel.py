@@ -252,11 +252,15 @@ TAIL_GAIN = 0.04  # avo: tune 0.02 0.04 0.08
 #    tail is dealt by tile columns instead: up to STREAM_LANES tiles of a column (stream_lanes()) go to as many
 #    blocks with one run between them, a row each, so the blocks sharing a B panel walk its K offsets together.
 #    More lanes share more of B but leave the SMs past a multiple of them idle (8 lanes: 128 of 132 blocks).
+#    STREAM_GAIN is how much faster than the rules above the estimate must put stream-K. At 0, from 1024 rows, on
+#    an H100 (8 lanes; BENCHMARKS.md) it lost where the whole tiles leave a ragged last wave: 4096 x 8192 x 8192
+#    (7.76 waves) 0.991 against 0.995x cuBLAS, 4096 x 8192 x 28672 0.964 against 1.000, 16384 x 57344 x 8192 0.970
+#    against 0.988; 4096 x 57344 x 8192 1.022 against 1.012 and 4096 x 10240 x 8192 1.010 against 1.006.
 STREAM_K = True  # avo: tune False True
 STREAM_LANES = 8  # avo: tune 1 2 4 8
 STREAM_MIN_ROWS = 8192  # avo: tune 1024 4096 8192 16384
 STREAM_WAVES = 2  # avo: tune 1 2 3
-STREAM_GAIN = 0.02
+STREAM_GAIN = 0.02  # avo: tune 0.0 0.02 0.05
 MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too little work
 # The unit that finishes a split tile moves splits + 1 fp32 partials (its own out, every part back in for the
 # sum), PARTIAL_STEPS k-steps each for a 128 x 256 tile, fitted to the one split measured at K = 8192: all 320 tiles
