@@ -2,7 +2,7 @@
 # GPU validation for avo, in one go on a GPU machine (results under $OUT):
 #   bash scripts/gpu_validate.sh STEP...      steps: setup doctor tests bench cv profile evolve replay
 #                                             kernelbench kernelbench_evolve evalwall model_evolve
-#                                             gemm_sweep fa3_sweep package library host_time
+#                                             gemm_sweep fa3_sweep gemm_ncu package library host_time
 # `setup` installs avo from the offline wheels in .whl/ (see scripts/wheelhouse.sh) for machines without a
 # package index; the other steps assume avo is importable. Each step writes one file under $OUT.
 set -uo pipefail
@@ -230,6 +230,28 @@ step_fa3_sweep() {
   local name=${SWEEP_NAME:-fa3_sweep}
   timeout "${SWEEP_TIMEOUT:-400}" python3 scripts/fa3_plan_sweep.py ${FA3_SWEEP:-} --json "$OUT/$name.json" 2>&1 \
     | tee "$OUT/$name.txt" | grep -vE "^b[0-9]+_"
+}
+
+# Nsight Compute on gemm/cuda_wgmma at one shape (NCU_SHAPE), its plan and each of NCU_VARIANTS (space-separated
+# LABEL:KNOB=VALUE,... as gemm_config_sweep.py's --variant takes them), two reports each, kept as CSV under
+# $OUT/ncu/: instruction-level stall sampling (--set full, its source page; scripts/sass_stalls.py's summary shown)
+# and the L2 and DRAM counters (the raw page). E.g. NCU_VARIANTS="m2:CLUSTER_M=2 n2:CLUSTER_N@rows256=2".
+step_gemm_ncu() {
+  local dir="$OUT/ncu" shape=${NCU_SHAPE:-256x8192x28672} spec label knobs
+  mkdir -p "$dir"
+  for spec in plan ${NCU_VARIANTS:-}; do
+    label=${spec%%:*}; knobs=""; [ "$spec" != plan ] && knobs="--variant ${spec#*:}"
+    timeout 240 ncu --set full -k regex:gemm_bf16 --launch-skip 1 --launch-count 1 -f -o "/tmp/ncu-$label" \
+      python3 scripts/gemm_ncu.py "$shape" $knobs 2>&1 | grep -v "^==" | tail -2
+    ncu -i "/tmp/ncu-$label.ncu-rep" --page source --csv --print-source sass > "$dir/${label}_sass.csv"
+    ncu -i "/tmp/ncu-$label.ncu-rep" --page details --csv > "$dir/${label}_details.csv"
+    timeout 240 ncu --section MemoryWorkloadAnalysis_Tables --section MemoryWorkloadAnalysis \
+      --metrics "regex:^lts__t_(sectors|requests)_srcunit_.*\.sum$,regex:^lts__t_sectors_(op|srcnode)_.*\.sum$,regex:^l1tex__m_.*\.sum$" \
+      -k regex:gemm_bf16 --launch-skip 1 --launch-count 1 -f -o "/tmp/ncu-l2-$label" \
+      python3 scripts/gemm_ncu.py "$shape" $knobs 2>&1 | grep -v "^==" | tail -2
+    ncu -i "/tmp/ncu-l2-$label.ncu-rep" --page raw --csv > "$dir/${label}_l2_raw.csv"
+    python3 scripts/sass_stalls.py "$dir/${label}_sass.csv" --top 8
+  done
 }
 
 # The packaged kernels in a model's block (tests/package/test_gpu_model.py: Llama-3.2-1B's block under its own runs'
