@@ -25,9 +25,12 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from scripts.gemm_config_sweep import _shapes  # noqa: E402
+
 SHAPES = [(4096, 4096, 4096), (4096, 1024, 4096), (4096, 14336, 4096), (64, 4096, 4096), (16, 4096, 14336)]
 if os.environ.get("AVO_HOST_SHAPES"):
-    SHAPES = [tuple(int(x) for x in s.split("x")) for s in os.environ["AVO_HOST_SHAPES"].split(",")]
+    SHAPES = [shape[1:] for shape in _shapes(os.environ["AVO_HOST_SHAPES"])]
 CALLS = 50
 
 

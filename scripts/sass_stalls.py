@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,11 +57,10 @@ def read(path: Path) -> list[Instruction]:
 def reason_shares(instructions: list[Instruction]) -> dict[str, float]:
     """Each stall reason's share of all samples, largest first."""
     total = sum(i.samples for i in instructions) or 1.0
-    sums: dict[str, float] = {}
+    sums: Counter[str] = Counter()
     for ins in instructions:
-        for reason, n in ins.stalls.items():
-            sums[reason] = sums.get(reason, 0.0) + n
-    return dict(sorted(((r, n / total) for r, n in sums.items()), key=lambda item: -item[1]))
+        sums.update(ins.stalls)
+    return {reason: n / total for reason, n in sums.most_common()}
 
 
 def hottest(instructions: list[Instruction], top: int) -> list[Instruction]:
