@@ -96,7 +96,7 @@ class Evaluator:
         """The workers ahead, next first: set up or setting up, then (with `overlap`) one still importing."""
         self._task = None
         task_file = Path(task_spec.partition("?")[0])
-        readable = (task_file.parent,) if task_file.suffix == ".py" else ()
+        readable = (task_file,) if task_file.suffix == ".py" else ()  # the file alone, not what lies beside it
         self.sandboxed = sandbox.wanted(self.config.sandbox)
         self._wrap = functools.partial(sandbox.command, hide=hide, readable=readable) if self.sandboxed else None
 

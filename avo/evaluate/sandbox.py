@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -98,18 +100,37 @@ def hidden_roots(hide: Sequence[Path] = ()) -> list[Path]:
     return resolved
 
 
+@functools.lru_cache(maxsize=4)
+def _interpreter_path(executable: str, pythonpath: str) -> tuple[str, ...]:
+    """The import path of a new `executable` started here as a worker is (`-m`/`-c`, `pythonpath` in its
+    environment): the standard library, site-packages, PYTHONPATH and what .pth files add, less the first entry,
+    the folder it starts in. Not this process's sys.path: its first entry is the folder of the script avo was
+    started from, or with `python -m avo` the working folder (a project's, the home folder), which may hold the
+    user's secrets and which no worker imports from. Where the probe fails, site-packages and PYTHONPATH."""
+    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        done = subprocess.run([executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        return tuple(json.loads(done.stdout.splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return (*site.getsitepackages(), site.getusersitepackages(), *pythonpath.split(os.pathsep))
+
+
 def _needed() -> list[Path]:
-    """What a Python worker reads that may lie under a hidden folder: the interpreter and its packages, avo's
-    source, and avo's cache (KernelBench measurements; read-only, so no candidate can plant one)."""
-    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *sys.path]
+    """What a Python worker reads that may lie under a hidden folder: the interpreter and the packages it imports
+    (`_interpreter_path`), avo's source, and avo's cache (KernelBench measurements; read-only, so no candidate can
+    plant one)."""
+    imports = _interpreter_path(sys.executable, os.environ.get("PYTHONPATH", ""))
+    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *imports]
     return [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
 
 
 def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Sequence[Path] = (),
             readable: Sequence[Path] = (), bwrap: str | None = None, cwd_as: str | None = None) -> list[str]:
-    """`cmd` wrapped in bwrap: `writable` folders bound read-write, `readable` ones (e.g. a task file's folder)
-    read-only, the hidden roots masked; it starts in `cwd`, or with `cwd_as` (a path under /tmp) in `cwd` bound
-    there too, so that every sandbox started so sees the same working directory. Where a path the worker needs lies
+    """`cmd` wrapped in bwrap: `writable` folders bound read-write, `readable` files or folders (e.g. a task file)
+    read-only, the hidden roots masked; it starts in `cwd`, or with `cwd_as` (a path under /tmp) in `cwd` bound there
+    too, so that every sandbox started so sees the same working directory. Where a path the worker needs lies
     under a masked root, it is bound back read-only; a masked root inside it (a checkout under /tmp or the home
     folder that holds the runs folder) is masked again on top of it. `readable` paths are bound last: a candidate
     folder inside the runs folder stays readable, the rest of the runs folder does not. Building one starts this avo's
@@ -125,8 +146,10 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
             args += ["--dev-bind", node, node]
     for root in masked[1:]:
         args += ["--tmpfs", str(root)]
-    shown = [Path(os.path.realpath(p)) for p in readable]
-    wanted = [p for p in dict.fromkeys([*_needed(), *shown]) if p.exists() and (_inside(p, masked) or p in shown)]
+    # A masked folder itself is never bound back (a PYTHONPATH of $HOME would show all of it): only what lies in it.
+    shown = [p for p in (Path(os.path.realpath(p)) for p in readable) if p not in masked]
+    wanted = [p for p in dict.fromkeys([*_needed(), *shown])
+              if p.exists() and p not in masked and (_inside(p, masked) or p in shown)]
     bound = sorted(wanted, key=lambda p: len(p.parts))  # a folder before what lies in it
     for path in bound:
         args += ["--ro-bind", str(path), str(path)]

@@ -1,7 +1,7 @@
 """The children that run a candidate's code for `avo profile` (ncu and its driver) and `avo inspect` (the Triton
 compile capture) run inside the evaluations' OS sandbox (avo.evaluate.sandbox), by the same policy
 (EvalConfig.sandbox: on, off, auto): write access to their own scratch folder only, read access to the candidate's
-folder, the task file's folder and the programs they start from, the home folder, /root and the runs folder masked,
+folder, the task file and the programs they start from, the home folder, /root and the runs folder masked,
 and compile caches of their own in the scratch folder (as an evaluation worker's: no candidate's kernel binary is
 left for another to load, and a cache folder the sandbox shows read-only cannot fail the compile).
 """
@@ -40,7 +40,7 @@ def command(cmd: Sequence[str], *, mode: str, scratch: Path, candidate: Path | N
     task_file = Path(task_spec.partition("?")[0])
     readable = [] if candidate is None else [Path(candidate)]
     if task_file.suffix == ".py":
-        readable.append(task_file.parent)
+        readable.append(task_file)
     for program in programs:  # the folder a launcher sits in, and the one it links to (ncu finds its parts there)
         readable += [Path(program).parent, Path(os.path.realpath(program)).parent]
     wrapped = sandbox.command(cmd, writable=[Path(scratch)], cwd=Path(scratch), hide=hide, readable=readable)

@@ -197,6 +197,40 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
         setting.tmp_file.unlink(missing_ok=True)
 
 
+FROM_PROJECT = """
+import json, sys
+from pathlib import Path
+from avo.config import EvalConfig
+from avo.evaluate.harness import Evaluator
+from avo.gpus import PROFILES
+folder = Path(sys.argv[1])
+messages = {}
+for sandbox in ("on", "off"):
+    config = EvalConfig(check_suite="tiny", bench_suite="", seed=11, sandbox=sandbox)
+    evaluator = Evaluator("gemm", device="interpret", gpu=PROFILES["h200"], config=config)
+    messages[sandbox] = evaluator.evaluate(folder).message
+print(json.dumps(messages))
+"""
+
+
+def test_the_folder_avo_was_started_from_is_out_of_the_candidates_sight(tmp_path):
+    """avo started from a project folder holding a `.env` (as `python -m avo` there, or a script of the user's
+    there, does: that folder comes first on avo's import path). Sandboxed, the candidate finds no such file;
+    unconfined, it reads the key."""
+    home = tmp_path / "home"
+    project = home / "project"
+    project.mkdir(parents=True)
+    (project / ".env").write_text(f"OPENAI_API_KEY={CANARY}\n")
+    (project / "evaluate.py").write_text(FROM_PROJECT)
+    folder = candidate(tmp_path / "cands", "reads_project", PROJECT=project)
+    done = subprocess.run([sys.executable, str(project / "evaluate.py"), str(folder)], cwd=project, text=True,
+                          env={**os.environ, "HOME": str(home)}, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    messages = json.loads(done.stdout.splitlines()[-1])
+    assert "LOOT nothing (FileNotFoundError)" in messages["on"] and CANARY not in messages["on"], messages["on"]
+    assert f"LOOT OPENAI_API_KEY={CANARY}" in messages["off"], messages["off"]
+
+
 @pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_the_shell_tool_leaves_nothing_running_and_sees_no_key(tmp_path, sandbox):
     tag = uuid.uuid4().hex

@@ -161,3 +161,23 @@ def test_a_checkout_under_a_masked_folder_is_readable_but_its_runs_folder_is_not
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("ck"), done.stdout + done.stderr
     assert "notes.md" not in done.stdout and "imports" in done.stdout
+
+
+@needs.bwrap
+def test_a_masked_folder_on_the_import_path_stays_masked_and_a_task_file_is_shown_alone(tmp_path, monkeypatch):
+    """PYTHONPATH naming the home folder itself, and a task file kept in the home folder: neither shows the home
+    folder's other files (a key beside them); the task file is readable, and avo still imports."""
+    home, box = tmp_path / "home", tmp_path / "box"
+    for folder in (home, box):
+        folder.mkdir()
+    (home / ".env").write_text("KEY=secret")
+    task = home / "problem.py"
+    task.write_text("p")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PYTHONPATH", str(home))
+    script = f"cat {task}; echo; cat {home}/.env; python -c 'import avo; print(\"imports\")'"
+    cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box, readable=[task])
+    assert ["--ro-bind", str(home), str(home)] not in [cmd[i:i + 3] for i in range(len(cmd))]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("p\n") and "secret" not in done.stdout and "imports" in done.stdout, (
+        done.stdout + done.stderr)
