@@ -159,8 +159,12 @@ STAGES_128 = 6  # avo: tune 3 4 5 6
 # Accumulator sets of the 128-wide tile and of the few-token tiles (FEW["ACC_SETS"]): with two, a consumer's K-steps
 # alternate between two register tiles, added at the end, so that one step's wgmma need not wait for the last's
 # (gemm.cu's ACC_SETS). On the few-token tiles with one consumer (H200, BENCHMARKS.md) it read 0.865x cuBLAS over nine
-# shapes of 64 and 128 rows, against 0.828 with one set and 0.880 with two consumers (WG_SPLIT_K), so it stays off.
-ACC_SETS_128 = 1  # avo: tune 1 2
+# shapes of 64 and 128 rows, against 0.828 with one set and 0.880 with two consumers (WG_SPLIT_K), so it stays off
+# there. On the 128-wide tile (two consumers, 6 stages, MMA_LAG at up to 256 rows) it is on: side by side on the H200
+# over 11 shapes of 160 to 256 rows it won on every one, 0.934 -> 0.969-0.970 at 256 x 8192 x 8192, 0.953 -> 0.990-0.992
+# at 256 x 3584 x 18944, 0.763 -> 0.794 at 160 x 8192 x 8192 (0.931 against 0.896 over nine); on an H100 two sets at
+# 256 rows had read within the noise of one (BENCHMARKS.md).
+ACC_SETS_128 = 2  # avo: tune 1 2
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
