@@ -10,6 +10,7 @@ by address, which the interpreter's three timed calls on three distinct input sl
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -124,7 +125,7 @@ def cpu_verdicts(tmp_path_factory):
 
 def test_every_cheat_folder_has_an_expectation():
     folders = {p.name for p in CHEATS.iterdir() if (p / "kernel.py").is_file()}
-    assert folders == set(EXPECTED_CPU) | set(EXPECTED_GPU) | set(GAPS)
+    assert folders == set(EXPECTED_CPU) | set(EXPECTED_GPU) | set(GAPS) | TIMED_TRUE
     cheats = [n for n in folders if not n.startswith("honest")]
     assert len(cheats) >= 14
 
@@ -167,6 +168,8 @@ EXPECTED_GPU = {
     # ...or, when a large case's output is read before the side stream has finished: check.unwritten (see below).
     "cache_by_pointer": ("incorrect", "check.timed_output", "timed call"),
 }
+TIMED_TRUE = {"side_stream_shielded"}
+"""GPU cheats whose trick the timing undoes: they come out correct, at the speed of the work they really do."""
 GPU_ALSO = {  # cheats that already run on the CPU, re-run where CUDA events and cuBLAS are real
     "timer_patch": ("rejected", "runtime.timer_patched", "time.perf_counter"),
     "event_patch": ("rejected", "runtime.timer_patched", "torch.cuda.Event.elapsed_time"),
@@ -187,6 +190,26 @@ def test_cheat_gets_its_verdict_on_gpu(tmp_path, name):
         status, rule, phrase = "incorrect", "check.unwritten", "never written"
     assert (result.status, result.rule) == (status, rule), result.message
     assert phrase in result.message
+
+
+@pytest.mark.gpu
+def test_work_hidden_under_the_launch_shield_is_timed(tmp_path):
+    """side_stream_shielded queues its product on a side stream, stretches its host time so the launch shield grows
+    to 2 ms, and on the current stream spins as long as the product would take at PRETEND_TFLOPS. Under a spin of one
+    thread its product ran beside the shield, and it scored 1.65x cuBLAS on the H200 at every bench case, each timed
+    at its pretended time (0.109 ms at 4096³, 0.106 pretended; BENCHMARKS.md). The shield's spin holds every SM
+    (avo/evaluate/worker/hold.py), so the product runs inside the timed window: 0.287 ms there, 0.535x."""
+    result = _evaluate("side_stream_shielded", tmp_path, device="cuda", check_suite="tiny", bench_suite="bench")
+    assert result.status == "correct", result.message  # honest once its work is timed: two streams, joined
+    source = (CHEATS / "side_stream_shielded" / "kernel.py").read_text()
+    pretend = float(re.search(r"^PRETEND_TFLOPS = ([\d.]+)", source, re.M).group(1))
+    rows = result.bench_cases()
+    assert rows
+    for row in rows:
+        m, n, k = map(int, row.case.split("x"))
+        pretended_ms = 2.0 * m * n * k / (pretend * 1e12) * 1e3
+        assert row.ms > 1.5 * pretended_ms, (row.case, row.ms, pretended_ms)
+    assert result.fitness < 1.0
 
 
 @pytest.mark.gpu

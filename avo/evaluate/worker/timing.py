@@ -6,7 +6,9 @@ recorded after it measures how long the device stayed busy past the end event: w
 there (`sync_gap_ms`). With a launch shield, a short spin kernel is queued between the flush and the start event, so
 the host's launch work for the call (Python wrappers, Triton's launcher) happens while the device is still busy and
 never lands between the start event and the kernel; the shield is lengthened for a case whose contenders' launch
-work takes longer (SHIELD_FIT times the 90th percentile of their host time per call in the warm-up). Contenders
+work takes longer (SHIELD_FIT times the 90th percentile of their host time per call in the warm-up). The spin holds
+every SM's thread slots, and the call starts only once the flush before it has finished, so no work of the call's
+can hide under it on another stream (worker/hold.py). Contenders
 alternate call by call, in rounds whose order flips every other round, so clock, power and thermal drift hit all of
 them alike; a contender's time is the median of its per-round medians. Rounds stop early (at `min_rounds`, then
 after each round) once the standard error of what is estimated is at most `target_error`: with a `paired_with`
@@ -156,14 +158,17 @@ class _Counter:
 
 
 class LaunchShield:
-    """Keeps the device busy for about `us` microseconds (a spin kernel; at lower clocks it lasts longer)."""
+    """Keeps the device busy for about `us` microseconds (a spin kernel; at lower clocks it lasts longer), every SM's
+    thread slots held, so that no other stream's kernel runs under it (worker/hold.py)."""
 
     def __init__(self, us: float):
-        import torch
-
         self.cycles = int(us * SPIN_CYCLES_PER_US)
         self.us = us if self.cycles > 0 else 0.0
-        self._spin = torch.cuda._sleep if self.cycles > 0 else None
+        self._spin, self._queued = None, None
+        if self.cycles > 0:
+            from avo.evaluate.worker import hold
+
+            self._spin = hold.spin
 
     def fit(self, host_us: dict[str, list[float]]) -> None:
         """Lengthen the shield (never shorten it; none stays none) to SHIELD_FIT times the slowest contender's
@@ -175,8 +180,20 @@ class LaunchShield:
         self.cycles = int(self.us * SPIN_CYCLES_PER_US)
 
     def __call__(self) -> None:
+        """The spin, after an event that passes once what was queued before it (the L2 flush) has finished."""
         if self._spin is not None:
+            import torch
+
+            self._queued = torch.cuda.Event()
+            self._queued.record()
             self._spin(self.cycles)
+
+    def wait(self) -> None:
+        """Until the spin holds the SMs: the call may launch nothing before, or it could run beside the spin."""
+        if self._queued is not None:
+            while not self._queued.query():
+                pass
+            self._queued = None
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -228,6 +245,7 @@ def _time_gpu(contenders, l2_bytes, warm: tuple[float, int], rep_ms, on_output, 
         flush()
         shield()
         start.record()
+        shield.wait()
         began = _perf_counter()
         out = c.run(args)
         host = _perf_counter() - began

@@ -1,4 +1,5 @@
-"""A tiny Triton kernel the worker compiles and launches before loading any candidate (see worker._warm_toolchain)."""
+"""A tiny Triton kernel the worker compiles and launches before loading any candidate (see worker._warm_toolchain),
+and the launch shield's spin (worker/hold.py), so that both are among the set-up's trusted builds."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ def warm_triton() -> None:
 
     x = torch.zeros(64, device="cuda", dtype=torch.float32)
     _add_one[(1,)](x, 64, BLOCK=64)
+    from avo.evaluate.worker import hold
+
+    hold.spin(1)
     torch.cuda.synchronize()
     if int(x.sum().item()) != 64:
         raise RuntimeError("Triton warm-up kernel computed a wrong result")

@@ -88,6 +88,9 @@ class _FakeEvent:
     def synchronize(self):
         pass
 
+    def query(self) -> bool:
+        return self.t is not None
+
     def elapsed_time(self, other) -> float:
         return (other.t - self.t) * 1e3
 
@@ -198,7 +201,10 @@ def test_ratio_error_is_the_standard_error_of_the_log_ratios():
 
 
 def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
-    """Each timed call: flush, spin (shield_us x 2000 cycles), start event, then the call; no spin at shield 0."""
+    """Each timed call: flush, an event, spin (shield_us x 2000 cycles), start event, then the call, once the event
+    after the flush has passed (so the spin holds the SMs before the call can launch anything); no spin and no wait
+    at shield 0."""
+    import avo.evaluate.worker.hold as hold
     import avo.evaluate.worker.timing as timing
 
     log: list = []
@@ -208,19 +214,23 @@ def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
             log.append("event")
             super().record()
 
+        def query(self):
+            log.append("query")
+            return super().query()
+
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(("spin", cycles)))
+    monkeypatch.setattr(hold, "spin", lambda cycles: log.append(("spin", cycles)))
     monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: log.append("flush")))
     monkeypatch.setattr(timing, "SHIELD_FIT", 0.0)  # the configured shield alone (a preempted call would grow it)
     run = Contender("a", lambda i: (i,), lambda args: log.append("run"))
     time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1, shield_us=25)
-    calls = [log[i:i + 6] for i in range(0, len(log), 6)]
+    calls = [log[i:i + 8] for i in range(0, len(log), 8)]
     assert len(calls) == 2  # one warm-up call (the default least), one timed
-    assert all(c == ["flush", ("spin", 50_000), "event", "run", "event", "event"] for c in calls), log
+    assert all(c == ["flush", "event", ("spin", 50_000), "event", "query", "run", "event", "event"] for c in calls), log
     log.clear()
     time_interleaved([run], device="cuda", l2_bytes=0, warmup_ms=0, rep_ms=0, rounds=1)
-    assert not any(isinstance(x, tuple) for x in log)
+    assert not any(isinstance(x, tuple) or x == "query" for x in log)
 
 
 def test_the_shield_grows_to_cover_launch_work_slower_than_it(monkeypatch):
@@ -228,10 +238,12 @@ def test_the_shield_grows_to_cover_launch_work_slower_than_it(monkeypatch):
     spin at least 1.5 times as long, so its launch work is not timed as the kernel's; the measurement says so."""
     import avo.evaluate.worker.timing as timing
 
+    import avo.evaluate.worker.hold as hold
+
     spins: list = []
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    monkeypatch.setattr(torch.cuda, "_sleep", spins.append)
+    monkeypatch.setattr(hold, "spin", spins.append)
     monkeypatch.setattr(timing, "L2Flush", lambda l2_bytes: (lambda: None))
 
     def slow_wrapper(args):
@@ -407,6 +419,41 @@ def test_side_stream_work_shows_as_a_sync_gap():
     gap = result["cheat"].sync_gap_ms - result["library"].sync_gap_ms
     assert result["cheat"].ms < 0.5 * result["library"].ms
     assert gap > 0.5 * result["library"].ms
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spin", ["hold", "one thread"])
+def test_work_on_a_side_stream_cannot_hide_under_the_launch_shield(monkeypatch, spin):
+    """A call that queues the product on a side stream at once and on the current stream only waits for it, under a
+    1 ms shield. The shield's spin holds every SM (worker/hold.py): the product runs after the start event and is
+    timed at the library's time. Under a spin of one thread (torch.cuda._sleep) it ran beside the spin, finished
+    before the start event, and timed at next to nothing: the evidence that this test can fail."""
+    import avo.evaluate.worker.hold as hold
+
+    if spin == "one thread":
+        monkeypatch.setattr(hold, "spin", torch.cuda._sleep)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    rotation = InputRotation([(a, a.clone())], seed=0)
+
+    def hidden(args):
+        out = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        with torch.cuda.stream(side):
+            torch.matmul(args[0], args[1], out=out)
+            done = torch.cuda.Event()
+            done.record()
+        torch.cuda.current_stream().wait_event(done)
+        return out
+
+    honest = Contender("library", rotation, lambda args: args[0] @ args[1])
+    cheat = Contender("cheat", rotation, hidden)
+    timed = time_interleaved([cheat, honest], device="cuda", l2_bytes=_l2_bytes(), warmup_ms=10, rep_ms=50,
+                             shield_us=1000)
+    ratio = timed["cheat"].ms / timed["library"].ms
+    if spin == "hold":
+        assert ratio > 0.8, timed
+    else:
+        assert ratio < 0.3, timed
 
 
 @pytest.mark.gpu
