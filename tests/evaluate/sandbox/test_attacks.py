@@ -52,9 +52,16 @@ print(json.dumps(shell(ctx, ShellArgs(command=command, timeout_s=30))))
 
 
 def as_avo(script: str, argument, home: Path):
+    """`script` run as a user's script in a project folder of the (fake) home folder, whose `.env` holds the key too:
+    as `python -m avo` run there would, it puts that folder first on avo's import path."""
+    project = home / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    (project / ".env").write_text(f"OPENAI_API_KEY={CANARY}\n")
+    entry = project / f"avo_{uuid.uuid4().hex}.py"
+    entry.write_text(script)
     env = {**os.environ, "OPENAI_API_KEY": CANARY, "HOME": str(home)}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(argument)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(entry), json.dumps(argument)], env=env, cwd=project,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -114,6 +121,7 @@ class Setting:
             "reads_key": candidate(root / "cands", "reads_key"),
             "forges": candidate(root / "cands", "forges"),
             "reads_reference": candidate(root / "cands", "reads_reference"),
+            "reads_project": candidate(root / "cands", "reads_project", PROJECT=self.home / "project"),
             "writes_outside": candidate(root / "cands", "writes_outside", TMP_FILE=self.tmp_file, HOME=self.home,
                                         LINEAGE=self.lineage, NOTES=self.notes, TAG=self.tag),
         }
@@ -157,6 +165,15 @@ def test_the_key_in_avos_environment_is_out_of_the_candidates_sight(attacked):
                                  if p.is_file())
 
 
+def test_the_folder_avo_was_started_from_is_out_of_the_candidates_sight(attacked):
+    """avo's side runs from a project folder whose `.env` holds the key (as_avo): sandboxed, the candidate that reads
+    it finds no such file (unconfined it reads the key: test_without_the_sandbox_the_attacks_get_through)."""
+    _, results = attacked
+    r = results["reads_project"]
+    assert (r.status, r.rule) == ("compile_error", "compile"), r.message
+    assert "LOOT nothing (FileNotFoundError)" in r.message and CANARY not in r.message, r.message
+
+
 def test_a_forged_verdict_is_refused(attacked):
     _, results = attacked
     r = results["forges"]
@@ -188,6 +205,7 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
         results = setting.evaluate_all("off")
         assert not gone(setting.tag, within_s=1.0) and setting.marker.exists()
         assert CANARY in results["reads_key"].message
+        assert f"LOOT OPENAI_API_KEY={CANARY}" in results["reads_project"].message
         assert setting.outside_writes() != []
         assert results["forges"].status == "rejected"  # the result channel refuses it sandboxed or not
         assert results["reads_reference"].status == "incorrect"  # judged by avo, sandboxed or not
@@ -195,40 +213,6 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
         for pid in tagged(setting.tag):
             os.kill(pid, 9)
         setting.tmp_file.unlink(missing_ok=True)
-
-
-FROM_PROJECT = """
-import json, sys
-from pathlib import Path
-from avo.config import EvalConfig
-from avo.evaluate.harness import Evaluator
-from avo.gpus import PROFILES
-folder = Path(sys.argv[1])
-messages = {}
-for sandbox in ("on", "off"):
-    config = EvalConfig(check_suite="tiny", bench_suite="", seed=11, sandbox=sandbox)
-    evaluator = Evaluator("gemm", device="interpret", gpu=PROFILES["h200"], config=config)
-    messages[sandbox] = evaluator.evaluate(folder).message
-print(json.dumps(messages))
-"""
-
-
-def test_the_folder_avo_was_started_from_is_out_of_the_candidates_sight(tmp_path):
-    """avo started from a project folder holding a `.env` (as `python -m avo` there, or a script of the user's
-    there, does: that folder comes first on avo's import path). Sandboxed, the candidate finds no such file;
-    unconfined, it reads the key."""
-    home = tmp_path / "home"
-    project = home / "project"
-    project.mkdir(parents=True)
-    (project / ".env").write_text(f"OPENAI_API_KEY={CANARY}\n")
-    (project / "evaluate.py").write_text(FROM_PROJECT)
-    folder = candidate(tmp_path / "cands", "reads_project", PROJECT=project)
-    done = subprocess.run([sys.executable, str(project / "evaluate.py"), str(folder)], cwd=project, text=True,
-                          env={**os.environ, "HOME": str(home)}, capture_output=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    messages = json.loads(done.stdout.splitlines()[-1])
-    assert "LOOT nothing (FileNotFoundError)" in messages["on"] and CANARY not in messages["on"], messages["on"]
-    assert f"LOOT OPENAI_API_KEY={CANARY}" in messages["off"], messages["off"]
 
 
 @pytest.mark.parametrize("sandbox", ["on", "off"])
