@@ -106,11 +106,10 @@ def _interpreter_path(executable: str, pythonpath: str) -> tuple[str, ...]:
     environment): the standard library, site-packages, PYTHONPATH and what .pth files add, less the first entry,
     the folder it starts in. Not this process's sys.path: its first entry is the folder of the script avo was
     started from, or with `python -m avo` the working folder (a project's, the home folder), which may hold the
-    user's secrets and which no worker imports from. Where the probe fails, site-packages and PYTHONPATH."""
-    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    user's secrets and which no worker imports from. Where the probe fails, site-packages and PYTHONPATH.
+    `pythonpath` is this process's (the probe inherits it); it keys the cache."""
     try:
-        done = subprocess.run([executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"], env=env,
+        done = subprocess.run([executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
                               capture_output=True, text=True, timeout=60)
         return tuple(json.loads(done.stdout.splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):

@@ -166,9 +166,11 @@ class LaunchShield:
         self.us = us if self.cycles > 0 else 0.0
         self._spin, self._queued = None, None
         if self.cycles > 0:
+            import torch
+
             from avo.evaluate.worker import hold
 
-            self._spin = hold.spin
+            self._spin, self._event = hold.spin, torch.cuda.Event
 
     def fit(self, host_us: dict[str, list[float]]) -> None:
         """Lengthen the shield (never shorten it; none stays none) to SHIELD_FIT times the slowest contender's
@@ -182,9 +184,7 @@ class LaunchShield:
     def __call__(self) -> None:
         """The spin, after an event that passes once what was queued before it (the L2 flush) has finished."""
         if self._spin is not None:
-            import torch
-
-            self._queued = torch.cuda.Event()
+            self._queued = self._event()
             self._queued.record()
             self._spin(self.cycles)
 

@@ -5,7 +5,8 @@ another kernel fits beside them. That it keeps another stream's kernel waiting i
 
 from __future__ import annotations
 
-import pytest
+import triton
+from triton.backends.compiler import GPUTarget
 
 from avo.evaluate.worker import hold
 from avo.profile.sass import resource_usage
@@ -14,9 +15,6 @@ H100_THREADS_PER_SM, H100_REGISTERS_PER_SM = 2048, 65536
 
 
 def test_two_blocks_of_the_spin_fill_a_hopper_sm(tmp_path):
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-
     source = triton.compiler.ASTSource(fn=hold._hold, signature={"cycles": "i64"}, constexprs={})
     kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": hold.THREADS // 32})
     ptx = kernel.asm["ptx"]
