@@ -3,8 +3,9 @@
 Inside, a process has its own PID namespace (when the sandbox's first process ends, the kernel kills everything it
 started, `setsid` or not, and nothing of avo's is visible in its `/proc`), no network, no capabilities, a read-only
 view of the system, a fresh `/tmp` and `/dev` (the NVIDIA device nodes bound in), tmpfs over the folders that hold
-the user's and the run's data (`$HOME`, `/root`, the runs folder; the Python install and avo's source under them are
-bound back read-only), and write access only to the folders the caller names.
+the user's and the run's data (`$HOME`, `/root`, the runs folder, and the folder avo was started in: a project's,
+whose `.env` may hold keys; the Python install and avo's source under them are bound back read-only), and write
+access only to the folders the caller names.
 
 Why bubblewrap rather than namespaces and Landlock set up by hand: unsharing the PID namespace needs a fork after
 `unshare()` and a reaping init inside, and a mount namespace needs the bind/remount/tmpfs sequence in the right
@@ -40,6 +41,9 @@ BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/
 """Every sandbox: a read-only system, its own /dev, /proc and /tmp, no other process, network, IPC or capability
 (root without CAP_SYS_ADMIN cannot remount the read-only view writable)."""
 GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+SYSTEM = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev",
+                                 "/proc", "/sys", "/run", "/boot"))
+"""Folders the sandbox's programs read from where they lie: never masked as avo's working folder."""
 
 
 def find() -> str | None:
@@ -106,11 +110,12 @@ def _interpreter_path(executable: str, pythonpath: str) -> tuple[str, ...]:
     environment): the standard library, site-packages, PYTHONPATH and what .pth files add, less the first entry,
     the folder it starts in. Not this process's sys.path: its first entry is the folder of the script avo was
     started from, or with `python -m avo` the working folder (a project's, the home folder), which may hold the
-    user's secrets and which no worker imports from. Where the probe fails, site-packages and PYTHONPATH.
-    `pythonpath` is this process's (the probe inherits it); it keys the cache."""
+    user's secrets and which no worker imports from. The probe starts in /, so that an empty PYTHONPATH entry (a
+    trailing colon), which a worker reads as its own working folder, does not name avo's. Where the probe fails,
+    site-packages and PYTHONPATH. `pythonpath` is this process's (the probe inherits it); it keys the cache."""
     try:
         done = subprocess.run([executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, cwd="/")
         return tuple(json.loads(done.stdout.splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return (*site.getsitepackages(), site.getusersitepackages(), *pythonpath.split(os.pathsep))
@@ -118,11 +123,28 @@ def _interpreter_path(executable: str, pythonpath: str) -> tuple[str, ...]:
 
 def _needed() -> list[Path]:
     """What a Python worker reads that may lie under a hidden folder: the interpreter and the packages it imports
-    (`_interpreter_path`), avo's source, and avo's cache (KernelBench measurements; read-only, so no candidate can
-    plant one)."""
+    (`_interpreter_path`), avo's source, avo's cache (KernelBench measurements; read-only, so no candidate can
+    plant one) and the CUDA toolkit nvcc is found in."""
+    from avo.evaluate.cuda_compile import find_nvcc
+
     imports = _interpreter_path(sys.executable, os.environ.get("PYTHONPATH", ""))
-    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *imports]
-    return [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
+    nvcc = find_nvcc()
+    toolkit = [Path(os.path.realpath(nvcc)).parents[1]] if nvcc else []
+    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *imports, *toolkit]
+    real = [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
+    return [p for p in real if p != Path("/")]  # the system is shown read-only as it is
+
+
+def _workdir(needed: Sequence[Path]) -> list[Path]:
+    """The folder avo runs in, to be masked: a project's, whose `.env` (or any file) may hold the user's keys outside
+    the home folder. Not where masking it would hide what the sandbox runs on: the root, a system folder, or a folder
+    inside one a worker needs (avo's own checkout, its Python install); what a worker needs inside it is bound back
+    as under the home folder."""
+    try:
+        here = Path(os.path.realpath(os.getcwd()))
+    except OSError:  # the folder was removed under avo: nothing there to hide
+        return []
+    return [] if here == Path("/") or _inside(here, [*SYSTEM, *needed]) else [here]
 
 
 def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Sequence[Path] = (),
@@ -138,7 +160,8 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
     if bwrap is None:
         raise UserError(f"no sandbox: {why_unavailable()}: {INSTALL}")
     janitor.ensure()  # bwrap's init asks to die with avo only once set up: before, only the janitor would kill it
-    masked = [Path("/tmp"), *hidden_roots(hide)]
+    needed = _needed()
+    masked = list(dict.fromkeys([Path("/tmp"), *hidden_roots(hide), *_workdir(needed)]))
     args = [bwrap, *BASE]
     for pattern in GPU_NODES:
         for node in sorted(glob.glob(pattern)):
@@ -147,7 +170,7 @@ def command(cmd: Sequence[str], *, writable: Sequence[Path], cwd: Path, hide: Se
         args += ["--tmpfs", str(root)]
     # A masked folder itself is never bound back (a PYTHONPATH of $HOME would show all of it): only what lies in it.
     shown = [p for p in (Path(os.path.realpath(p)) for p in readable) if p not in masked]
-    wanted = [p for p in dict.fromkeys([*_needed(), *shown])
+    wanted = [p for p in dict.fromkeys([*needed, *shown])
               if p.exists() and p not in masked and (_inside(p, masked) or p in shown)]
     bound = sorted(wanted, key=lambda p: len(p.parts))  # a folder before what lies in it
     for path in bound:

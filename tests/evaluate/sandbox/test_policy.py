@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +185,40 @@ def test_a_masked_folder_on_the_import_path_stays_masked_and_a_task_file_is_show
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("p\n") and "secret" not in done.stdout and "imports" in done.stdout, (
         done.stdout + done.stderr)
+
+
+@needs.bwrap
+def test_the_folder_avo_runs_in_is_masked_outside_the_home_folder_too(tmp_path, monkeypatch):
+    """A project folder outside the home folder and /tmp (here under /var/tmp), avo started in it with a key in its
+    `.env` and its virtual environment inside it: the sandbox shows neither the key nor the folder's other files,
+    and Python, avo and the environment's packages still import. Started in avo's own checkout (a folder a worker
+    needs), nothing of it is masked."""
+    outside = Path("/var/tmp")
+    if not (outside.is_dir() and os.access(outside, os.W_OK)):
+        pytest.skip("/var/tmp is not writable here")
+    project = Path(tempfile.mkdtemp(dir=outside)) / "project"
+    try:
+        packages = project / ".venv" / "site"
+        packages.mkdir(parents=True)
+        (packages / "project_dep.py").write_text("NAME = 'dep'\n")
+        (project / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+        (project / "notes.md").write_text("n")
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(packages), os.environ.get("PYTHONPATH", "")]))
+        monkeypatch.chdir(project)
+        box = tmp_path / "box"
+        box.mkdir()
+        script = (f"cat {project}/.env; ls -A {project}; "
+                  "python -c 'import avo, project_dep; print(\"imports\", project_dep.NAME)'")
+        cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert "sk-secret" not in done.stdout and "notes.md" not in done.stdout, done.stdout
+        assert "imports dep" in done.stdout, done.stdout + done.stderr
+        checkout = Path(sandbox.__file__).resolve().parents[2]
+        monkeypatch.chdir(checkout)
+        assert ["--tmpfs", str(checkout)] not in pairs(sandbox.command(["true"], writable=[box], cwd=box))
+    finally:
+        shutil.rmtree(project.parent)
+
+
+def pairs(cmd: list[str]) -> list[list[str]]:
+    return [cmd[i:i + 2] for i in range(len(cmd) - 1)]
