@@ -1,5 +1,6 @@
 """gemm/cuda_wgmma's tiles wider than one wgmma: 128 x 320 (two consumers, two instructions per K-slice: 256 and 64
-columns) and the short 64 x 320 tile of one consumer, each with its C tile staged a few boxes at a time. On a GPU
+columns) and the short 64 x 320 tile (two consumers taking alternate K-steps, the second's sum handed over in
+rounds), each with its C tile staged a few boxes at a time. On a GPU
 every kind of work on them (whole tiles, a split tail, split-K, stream-K) is correct and bitwise repeatable, with B
 in rows and as nn.Linear's weight.t(); on the CPU each build compiles for Hopper without spills."""
 
@@ -37,7 +38,7 @@ def forced(case):
     m, n, k, which, kind, parts = case
     gemm = load_entry(SEED, "gemm")
     g = gemm.__globals__
-    build = g["_LARGE"][320] if which == "320" else g["_Build"](64, 320, g["SHORT_STAGES"], 1, 1, g["STAGED_320"])
+    build = g["_LARGE"][320] if which == "320" else g["short_build"](320)
 
     def plan(M, N, K, sms):
         count = -(-M // build.block_m) * -(-N // build.block_n)
@@ -53,12 +54,17 @@ def forced(case):
 
 def test_the_wide_builds_stage_their_c_tile_in_part_and_take_the_stages_that_fit():
     g = load_entry(SEED, "gemm").__globals__
-    wide, short = g["_LARGE"][320], g["_Build"](64, 320, g["SHORT_STAGES"], 1, 1, g["STAGED_320"])
+    wide, short = g["_LARGE"][320], g["short_build"](320)
     assert (wide.block_m, wide.block_n, wide.consumers) == (128, 320, 2)
-    assert (short.block_m, short.block_n, short.consumers) == (64, 320, 1)
-    for build, stages in ((wide, g["STAGES_320"]), (short, g["SHORT_STAGES"])):
-        assert build.defines["C_STAGED"] == g["STAGED_320"] and build.defines["STAGES"] == stages
+    assert (short.block_m, short.block_n, short.consumers, short.storers) == (64, 320, 2, 1)
+    for build, stages, staged in ((wide, g["STAGES_320"], g["STAGED_320"]),
+                                  (short, g["SHORT_STAGES"], g["SHORT_STAGED"])):
+        assert build.defines["C_STAGED"] == staged and build.defines["STAGES"] == stages
         assert build.smem <= g["SMEM_BYTES"]
+    # the short tile's second consumer hands its sum over in rounds: whole, its 80 KB would leave room for 2 stages
+    assert short.defines["RED_ROUNDS"] == g["SHORT_RED_ROUNDS"] > 1
+    g["SHORT_RED_ROUNDS"] = 1
+    assert g["short_build"](320).defines["STAGES"] == 2
     # staged whole, the 128 x 320 tile's C (80 KB) would leave room for two stages only
     assert g["_Build"](128, 320, 3, 2, 1).defines["STAGES"] == 2
 
@@ -77,7 +83,7 @@ def test_the_wide_builds_compile_for_hopper_without_spills():
     from avo.cuda import declared_builds
 
     g = load_entry(SEED, "gemm").__globals__  # declares its builds in this process: 128 x 320 among them
-    g["_Build"](64, 320, g["SHORT_STAGES"], 1, 1, g["STAGED_320"])  # and the short tile (SHORT_N), off by default
+    g["short_build"](320)  # and the short tile (SHORT_N), off by default
     builds = [b for b in declared_builds(SEED) if "-DBLOCK_N=320" in b.flags]  # the others: test_cuda_seeds.py
     resources = check_compiles_without_spills(SEED, builds)  # and simple.cu, which no build names
     wide = {name: facts for name, facts in resources.items() if "BLOCK_N=320" in facts["defines"]}

@@ -22,9 +22,9 @@
 //     alternate K-steps of each unit (the first k_begin, k_begin + 2, ...; the second the others), each stage
 //     filled on a barrier of the consumer taking it and released by it; at the end the second hands its fp32 sum
 //     to the first through shared memory, which adds it (one order whatever the timing: bitwise repeatable) and
-//     finishes the tile. Two warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each
-//     step. kernel.py turns it on for the few-token tiles (0.877 against 0.857x cuBLAS at 128 rows on the H200,
-//     BENCHMARKS.md);
+//     finishes the tile (in RED_ROUNDS rounds, so that a wide tile's buffer leaves room for its stages). Two
+//     warpgroups keep twice the wgmma in flight where one 64-row consumer waits on each step. kernel.py turns it on
+//     for the few-token tiles (0.877 against 0.857x cuBLAS at 128 rows on the H200, BENCHMARKS.md);
 //   - CLUSTER_M = 2 pairs the blocks of two vertically adjacent tiles in a thread-block cluster: both need the same
 //     B panel, so each loads half of it and TMA multicasts that half into both blocks' shared memory (half the B
 //     traffic from L2); a slot is refilled only when the consumers of both blocks have released it. The release
@@ -49,9 +49,10 @@
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
 //     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
-//     that arrives last at the tile's counter adds the parts up in split order 0, 1, ... (its own from registers)
-//     and stores C: the sum's order never depends on which unit finished first, so results are bitwise the same
-//     from run to run. The last one also zeroes the counter for the next call.
+//     that arrives last at the tile's counter adds the parts up in split order 0, 1, ... and stores C: the sum's
+//     order never depends on which unit finished first, so results are bitwise the same from run to run. With
+//     KEEP_OWN parts 0 and 1 keep their own in registers, and skip writing it where every other part is in
+//     (reduce_splits). The last one also zeroes the counter for the next call.
 //   - split tail (`whole` < the tile count, chosen per shape by kernel.py): only the tiles past the first `whole` are
 //     split as above. kernel.py sets `whole` to the tiles of the full waves, so they run whole as unsplit, and the
 //     last, partial wave's tiles are cut into enough units to fill the SMs (wave quantization); split-K is whole = 0.
@@ -111,6 +112,12 @@
 #ifndef WG_SPLIT_K
 #define WG_SPLIT_K 0
 #endif
+#ifndef RED_ROUNDS
+#define RED_ROUNDS 1
+#endif
+#ifndef KEEP_OWN
+#define KEEP_OWN 0
+#endif
 
 constexpr int BLOCK_K = 64;                       // one 128-byte swizzle row of 16-bit elements
 constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -148,7 +155,10 @@ constexpr int C_BOXES = SUB_M * (BLOCK_N / 64);    // per storing consumer
 // Boxes a consumer stages at once (C_STAGED, 0 for all of them): fewer leave room for more stages of a wide tile.
 constexpr int C_RING = C_STAGED > 0 && C_STAGED < C_BOXES ? C_STAGED : C_BOXES;
 constexpr int C_BYTES = TMA_STORE ? C_RING * C_BOX_BYTES : 0;  // per storing consumer
-constexpr int RED_BYTES = (WAYS - 1) * WG_M * BLOCK_N * 4;      // WG_SPLIT_K: the second consumer's fp32 sum
+// WG_SPLIT_K: the second consumer's fp32 sum, handed over in RED_ROUNDS rounds of RED_CHUNK values per thread (a
+// 64 x 320 tile's whole sum, 80 KB, would leave room for two stages)
+constexpr int RED_CHUNK = SUB_M * ACC / RED_ROUNDS;
+constexpr int RED_BYTES = (WAYS - 1) * RED_CHUNK * 128 * 4;
 constexpr int RED_FULL = 1 + CONSUMERS, RED_FREE = 2 + CONSUMERS;  // its named barriers (1 + c: consumer c's own)
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
@@ -159,6 +169,7 @@ static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "a consumer's rows (BL
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
 static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");
+static_assert(SUB_M * ACC % RED_ROUNDS == 0, "RED_ROUNDS divides a consumer's accumulators");
 // Barriers in their 1 KB: STAGES * WAYS full ones, STAGES empty ones, a flag per consumer. With WG_SPLIT_K each slot
 // has a full barrier per consumer, filled for the steps that consumer takes: a consumer passes over the other's
 // steps without waiting, so on one shared barrier its parity could read the phase of a fill it skipped as the one it
@@ -392,36 +403,68 @@ __device__ __forceinline__ void store_tile_tma(const float (&d)[SUB_M][ACC], uns
 
 constexpr int PART = SUB_M * ACC * 128;  // fp32 partial of one consumer's sub-tile, in register order
 
-// Split-K: this unit's partial into the workspace (`stride` parts' room per slot); true for the consumer that
-// arrives last at the tile, which then holds the whole sum in d, added in split order whichever unit came last
-// (deterministic).
+// Split-K: true for the consumer that finishes the tile, which then holds the whole sum in d, added in split order
+// 0, 1, ... whichever unit came last (deterministic). The others write their partial to the workspace (`stride`
+// parts' room per slot) and arrive at the tile's counter; the last to arrive finishes, reading every part back.
+// With KEEP_OWN, split 0 or 1 keeps its own part in registers (it is the sum's first or second term, and x + y is
+// y + x bitwise): it reads only the others', and where the counter already says every other part is written it
+// skips writing its own and arriving. The workspace traffic that finishes a tile in 2 parts is then 1 or 2
+// partials, where writing and reading back every part makes it 3.
 __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* partials, int* arrivals, int* flag,
                                               int slot, int split, int splits, int stride, int consumer) {
     const int t = threadIdx.x % 128;
-    float* mine = partials + (static_cast<long long>(slot) * stride + split) * PART + t;
-#pragma unroll
-    for (int s = 0; s < SUB_M; ++s)
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) __stcg(mine + (s * ACC + i) * 128, d[s][i]);
-    __threadfence();
-    named_barrier(1 + consumer, 128);
-    if (t == 0) {
-        const bool last = atomicAdd(arrivals + slot, 1) == splits - 1;
-        if (last) arrivals[slot] = 0;  // ready for the next call: every other unit of this tile has arrived
-        *flag = last;
+    const bool in_place = KEEP_OWN && split <= 1;
+    bool last = false;
+    if (in_place) {  // every other part already in: the counter reads splits - 1
+        if (t == 0) *flag = __ldcg(arrivals + slot) == splits - 1;
+        named_barrier(1 + consumer, 128);
+        last = *flag;
+        named_barrier(1 + consumer, 128);  // the flag is read by all before it is written again
     }
-    named_barrier(1 + consumer, 128);
-    const bool last = *flag;
-    named_barrier(1 + consumer, 128);  // the flag is read by all before the next tile may overwrite it
-    if (!last) return false;
-    __threadfence();
-    // Every part read back (this unit's own too, from L2), added in split order into d: no second register tile.
-    const float* part = partials + static_cast<long long>(slot) * stride * PART + t;
-    for (int p = 0; p < splits; ++p, part += PART) {
+    if (!last) {
+        float* mine = partials + (static_cast<long long>(slot) * stride + split) * PART + t;
 #pragma unroll
         for (int s = 0; s < SUB_M; ++s)
 #pragma unroll
-            for (int i = 0; i < ACC; ++i) d[s][i] = (p ? d[s][i] : 0.f) + __ldcg(part + (s * ACC + i) * 128);
+            for (int i = 0; i < ACC; ++i) __stcg(mine + (s * ACC + i) * 128, d[s][i]);
+        __threadfence();
+        named_barrier(1 + consumer, 128);
+        if (t == 0) {
+            const bool arrived_last = atomicAdd(arrivals + slot, 1) == splits - 1;
+            if (arrived_last) arrivals[slot] = 0;  // ready for the next call: every other unit has arrived
+            *flag = arrived_last;
+        }
+        named_barrier(1 + consumer, 128);
+        last = *flag;
+        named_barrier(1 + consumer, 128);  // the flag is read by all before the next tile may overwrite it
+        if (!last) return false;
+    } else if (t == 0) {
+        arrivals[slot] = 0;  // every other unit of this tile has arrived
+    }
+    __threadfence();
+    const float* part = partials + static_cast<long long>(slot) * stride * PART + t;
+    if constexpr (KEEP_OWN) {
+        if (!in_place) {  // the sum starts from part 0 (its own comes later)
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[s][i] = 0.f + __ldcg(part + (s * ACC + i) * 128);
+        }
+        for (int p = in_place ? 0 : 1; p < splits; ++p) {
+            if (in_place && p == split) continue;  // its own: already in d
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[s][i] += __ldcg(part + p * PART + (s * ACC + i) * 128);
+        }
+    } else {
+        // Every part read back (this unit's own too, from L2), added in split order into d: no second register tile.
+        for (int p = 0; p < splits; ++p, part += PART) {
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[s][i] = (p ? d[s][i] : 0.f) + __ldcg(part + (s * ACC + i) * 128);
+        }
     }
     return true;
 }
@@ -429,27 +472,40 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* par
 // WG_SPLIT_K: the second consumer's sum of its K-steps handed to the first through shared memory (fp32 in register
 // order: each thread reads back the values its twin wrote, conflict-free) and added to the first's, in that order
 // whatever the timing (bitwise repeatable); true for the first, which goes on to finish the tile. `handed`: the
-// second took a step of this unit (a one-step unit is the first's alone). RED_FULL says the buffer holds a sum,
-// RED_FREE that it was read and may be written again; `writes` counts the second's hand-overs, so that it waits for
-// RED_FREE before every one but its first, and once after its last (gemm_body), as often as the first arrives.
+// second took a step of this unit (a one-step unit is the first's alone). The sum goes in RED_ROUNDS rounds of
+// RED_CHUNK values. RED_FULL says the buffer holds a round, RED_FREE that it was read and may be written again;
+// `writes` counts the second's rounds, so that it waits for RED_FREE before every one but its first, and once after
+// its last (gemm_body), as often as the first arrives.
 __device__ __forceinline__ bool hand_over(float (&d)[SUB_M][ACC], float* red, int consumer, bool handed, int& writes) {
     const int t = threadIdx.x % 128;
     if (!handed) return consumer == 0;
     if (consumer > 0) {
-        if (writes++) named_barrier(RED_FREE, 256);
+#pragma unroll
+        for (int round = 0; round < RED_ROUNDS; ++round) {
+            if (writes++) named_barrier(RED_FREE, 256);
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) {
+                    const int at = s * ACC + i - round * RED_CHUNK;  // its place in this round's chunk
+                    if (at >= 0 && at < RED_CHUNK) red[at * 128 + t] = d[s][i];
+                }
+            named_barrier_arrive(RED_FULL, 256);
+        }
+        return false;
+    }
+#pragma unroll
+    for (int round = 0; round < RED_ROUNDS; ++round) {
+        named_barrier(RED_FULL, 256);
 #pragma unroll
         for (int s = 0; s < SUB_M; ++s)
 #pragma unroll
-            for (int i = 0; i < ACC; ++i) red[(s * ACC + i) * 128 + t] = d[s][i];
-        named_barrier_arrive(RED_FULL, 256);
-        return false;
+            for (int i = 0; i < ACC; ++i) {
+                const int at = s * ACC + i - round * RED_CHUNK;
+                if (at >= 0 && at < RED_CHUNK) d[s][i] += red[at * 128 + t];
+            }
+        named_barrier_arrive(RED_FREE, 256);
     }
-    named_barrier(RED_FULL, 256);
-#pragma unroll
-    for (int s = 0; s < SUB_M; ++s)
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) d[s][i] += red[(s * ACC + i) * 128 + t];
-    named_barrier_arrive(RED_FREE, 256);
     return true;
 }
 

@@ -183,13 +183,19 @@ STAGES_320 = 3  # avo: tune 2 3
 STAGED_320 = 3  # avo: tune 1 2 3 5
 RATE_320 = 0.975  # avo: tune 0.95 0.975 1.0
 WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 128: RATE_128}
-# From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide for one consumer warpgroup may be weighed beside the
-# 128-row ones (cuBLAS runs 64 x 320 tiles at 256 x 10240 x 8192, 128 blocks in one wave). In this kernel one consumer
-# does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at 256 x 8192 x 8192
-# (H200, BENCHMARKS.md). Off (0) by default; a knob an evolve may turn on.
+# From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide may be weighed beside the 128-row ones (cuBLAS runs 64 x 320
+# tiles at 256 x 10240 x 8192, 128 blocks in one wave, where 128-row tiles are 64 and split in K). With one consumer
+# warpgroup it does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at
+# 256 x 8192 x 8192 (H200, BENCHMARKS.md). SHORT_WG_SPLIT_K: two consumers taking alternate K-steps, as the few-token
+# tiles' WG_SPLIT_K, the second's sum handed over in SHORT_RED_ROUNDS rounds (gemm.cu's RED_ROUNDS: whole, its 80 KB
+# would leave room for two stages) and C staged SHORT_STAGED boxes at a time, so that four 48 KB stages fit.
+# Off (0) by default; a knob an evolve may turn on.
 SHORT_N = 0  # avo: tune 0 320
 SHORT_STAGES = 4  # avo: tune 3 4
 RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
+SHORT_WG_SPLIT_K = True  # avo: tune False True
+SHORT_RED_ROUNDS = 5  # avo: tune 1 2 5
+SHORT_STAGED = 1  # avo: tune 1 3 5
 GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
@@ -271,6 +277,12 @@ MIN_RUN_STEPS = 8  # a run shorter than this would pay its partials for too litt
 # of 1024 x 10240 in 2 parts ran 0.84x against 0.87x unsplit, 5 waves of 64-step units in the time of 398 steps
 # where 3 waves of 128 took 384: 15.5 more per unit for 3 partials.
 PARTIAL_STEPS = 5  # avo: tune 3 5 8
+# KEEP_OWN: the unit that finishes a tile as its part 0 or 1 keeps its own part in registers (it is the sum's first
+# or second term, and x + y is y + x bitwise) and reads only the others' back; where the tile's counter already says
+# every other part is in, it writes none of its own (gemm.cu's reduce_splits). Off, every finishing unit writes its
+# part and reads every part back, as PARTIAL_STEPS was fitted: 3 partials' traffic for a tile in 2 parts, against 1
+# or 2. Not yet timed: off.
+KEEP_OWN = False  # avo: tune False True
 
 SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
@@ -283,15 +295,17 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1, edge: bool = True):
+                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
         # With wg_split_k two consumers share the tile's rows and take alternate K-steps; one of them stores.
         self.storers = 1 if wg_split_k else consumers
-        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k)
+        # with wg_split_k the second consumer's sum is handed over in red_rounds rounds (gemm.cu's RED_ROUNDS)
+        red_rounds = red_rounds if wg_split_k else 1
+        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds)
         self.smem = stages * self.stage_bytes(block_m, block_n) + self.fixed_bytes(block_m, block_n, staged,
-                                                                                  self.storers, wg_split_k)
+                                                                                  self.storers, wg_split_k, red_rounds)
         self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": lag,
             "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
@@ -308,6 +322,10 @@ class _Build:
             self.defines["C_STAGED"] = staged
         if wg_split_k:
             self.defines["WG_SPLIT_K"] = 1
+        if red_rounds > 1:
+            self.defines["RED_ROUNDS"] = red_rounds
+        if KEEP_OWN:
+            self.defines["KEEP_OWN"] = 1
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
@@ -319,20 +337,21 @@ class _Build:
         return (block_m * BLOCK_K + BLOCK_K * block_n) * 2  # an A tile and a B tile
 
     @staticmethod
-    def fixed_bytes(block_m: int, block_n: int, staged: int, storers: int, wg_split_k: bool = False) -> int:
+    def fixed_bytes(block_m: int, block_n: int, staged: int, storers: int, wg_split_k: bool = False,
+                    red_rounds: int = 1) -> int:
         """Beside the ring: the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it, or `staged` boxes per
-        storing consumer at a time), with wg_split_k the second consumer's fp32 sum, 1 KB to align the ring to the
-        swizzle atom and 1 KB for barriers."""
+        storing consumer at a time), with wg_split_k a round of the second consumer's fp32 sum (of `red_rounds`),
+        1 KB to align the ring to the swizzle atom and 1 KB for barriers."""
         boxes = block_m * block_n // (64 * 64)
         staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
-        return staging + (block_m * block_n * 4 if wg_split_k else 0) + 2048
+        return staging + (block_m * block_n * 4 // red_rounds if wg_split_k else 0) + 2048
 
     @classmethod
     def fitting(cls, block_m: int, block_n: int, stages: int, staged: int, storers: int,
-                wg_split_k: bool = False) -> int:
+                wg_split_k: bool = False, red_rounds: int = 1) -> int:
         """As many of `stages` as fit in SMEM_BYTES beside the fixed part, at least 2 (a 256-wide tile has room for
         3 beside its whole C tile, a 192-wide for 4, a 128-wide for 6)."""
-        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k)
+        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k, red_rounds)
         return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
 
     def edge_box(self, M: int) -> int:
@@ -416,8 +435,16 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
 _LARGE = {n: _large(n, STAGES, EPILOGUE_SPLIT, MMA_LAG) for n in _WIDTHS}
 _ROWS256 = {n: _large(n, ROWS256["STAGES"], ROWS256["EPILOGUE_SPLIT"], ROWS256["MMA_LAG"], lag_from=4,
                       cluster_n=ROWS256["CLUSTER_N"]) for n in _WIDTHS}
-_SHORT = _Build(64, SHORT_N, SHORT_STAGES, 1, 1, STAGED_320 if SHORT_N == 320 else 0,
-                RATE_SHORT) if SHORT_N else None
+
+
+def short_build(width: int) -> _Build:
+    """The 64-row tile `width` wide of 129 to 256 rows (SHORT_N): two consumers taking alternate K-steps
+    (SHORT_WG_SPLIT_K) or one, C staged SHORT_STAGED boxes at a time."""
+    return _Build(64, width, SHORT_STAGES, 2 if SHORT_WG_SPLIT_K else 1, 1, SHORT_STAGED, RATE_SHORT,
+                  wg_split_k=SHORT_WG_SPLIT_K, red_rounds=SHORT_RED_ROUNDS)
+
+
+_SHORT = short_build(SHORT_N) if SHORT_N else None
 _SIMPLE = load_module("simple.cu")
 
 _SMS: dict = {}
