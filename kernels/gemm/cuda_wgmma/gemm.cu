@@ -444,7 +444,7 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* par
     __threadfence();
     const float* part = partials + static_cast<long long>(slot) * stride * PART + t;
     if constexpr (KEEP_OWN) {
-        if (!in_place) {  // the sum starts from part 0 (its own comes later)
+        if (!in_place) {  // the sum starts from part 0 (its own comes later), as 0 + p0 as without KEEP_OWN
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s)
 #pragma unroll

@@ -181,7 +181,7 @@ def test_a_masked_folder_on_the_import_path_stays_masked_and_a_task_file_is_show
     monkeypatch.setenv("PYTHONPATH", str(home))
     script = f"cat {task}; echo; cat {home}/.env; python -c 'import avo; print(\"imports\")'"
     cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box, readable=[task])
-    assert ["--ro-bind", str(home), str(home)] not in [cmd[i:i + 3] for i in range(len(cmd))]
+    assert ["--ro-bind", str(home), str(home)] not in runs(cmd, 3)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("p\n") and "secret" not in done.stdout and "imports" in done.stdout, (
         done.stdout + done.stderr)
@@ -215,10 +215,11 @@ def test_the_folder_avo_runs_in_is_masked_outside_the_home_folder_too(tmp_path, 
         assert "imports dep" in done.stdout, done.stdout + done.stderr
         checkout = Path(sandbox.__file__).resolve().parents[2]
         monkeypatch.chdir(checkout)
-        assert ["--tmpfs", str(checkout)] not in pairs(sandbox.command(["true"], writable=[box], cwd=box))
+        assert ["--tmpfs", str(checkout)] not in runs(sandbox.command(["true"], writable=[box], cwd=box), 2)
     finally:
         shutil.rmtree(project.parent)
 
 
-def pairs(cmd: list[str]) -> list[list[str]]:
-    return [cmd[i:i + 2] for i in range(len(cmd) - 1)]
+def runs(cmd: list[str], length: int) -> list[list[str]]:
+    """Every run of `length` consecutive arguments of a command line (an option and its operands)."""
+    return [cmd[i:i + length] for i in range(len(cmd) - length + 1)]

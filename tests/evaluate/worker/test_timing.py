@@ -236,9 +236,8 @@ def test_launch_shield_spins_between_the_flush_and_the_start_event(monkeypatch):
 def test_the_shield_grows_to_cover_launch_work_slower_than_it(monkeypatch):
     """A wrapper whose host work takes 300 µs, under a 25 µs shield: the warm-up measures it, and the timed calls
     spin at least 1.5 times as long, so its launch work is not timed as the kernel's; the measurement says so."""
-    import avo.evaluate.worker.timing as timing
-
     import avo.evaluate.worker.hold as hold
+    import avo.evaluate.worker.timing as timing
 
     spins: list = []
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
