@@ -25,7 +25,7 @@ def recorded(module: dict, monkeypatch) -> list:
         return lambda: events.append("run")
 
     monkeypatch.setattr(CudaModule, "launcher", launcher)
-    monkeypatch.setitem(module, "tensor_map", lambda tensor, box: None)
+    monkeypatch.setitem(module, "tensor_map", lambda tensor, box, swizzle=128: None)
     monkeypatch.setitem(module, "_sm_count", lambda device: 132)
     monkeypatch.setitem(module, "current_stream", lambda device: 7)
     monkeypatch.setitem(module, "capturing", lambda: False)

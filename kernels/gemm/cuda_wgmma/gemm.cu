@@ -46,6 +46,10 @@
 //     into one accumulator array in the tile's order. kernel.py picks it where its waves divide a shape better than
 //     narrower tiles' do: 1024 x 10240 x 8192 is 256 tiles of 128 x 320 (under two waves on 132 SMs), against 320
 //     of 128 x 256. Its C tile (80 KB) is staged a few boxes at a time, so that three 56 KB stages fit beside it.
+//   - BLOCK_N = 160 (with TMA_STORE 0): narrower than two 64-column swizzle atoms and a half, so B arrives in five
+//     32-column boxes in the 64-byte swizzle, one wgmma of 160 columns over all of them, and C is stored from the
+//     registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160): 256 x 10240 x
+//     8192 is 128 tiles of 128 x 160, one wave walking all of K, where 128 x 320 tiles are 64 and split in two.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
 //     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
@@ -145,8 +149,13 @@ constexpr int EDGE_MAX = EDGE_ANY && EDGE_ROWS > 0 ? BLOCK_M - 1 : EDGE_ROWS;  /
 __host__ __device__ constexpr int edge_rows(int M) {  // A's rows an edge row loads
     return EDGE_ANY ? (M % BLOCK_M + 7) / 8 * 8 : EDGE_ROWS;
 }
-constexpr int B_BOX_BYTES = BLOCK_K * 64 * 2;      // B arrives as BLOCK_N / 64 boxes of BLOCK_K x 64
-constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / 64);
+// B arrives as BLOCK_N / B_COLS boxes of BLOCK_K x B_COLS: 64 columns in the 128-byte swizzle, or for a width that
+// is no multiple of 64 (160: five boxes) 32 columns in the 64-byte swizzle (an [N, K] B: boxes of B_COLS rows of 128
+// bytes, in the 128-byte swizzle either way), so that one wgmma spans the tile in whole swizzle atoms.
+constexpr int B_COLS = BLOCK_N % 64 ? 32 : 64;
+constexpr int B_SWIZZLE = B_K_MAJOR ? 128 : B_COLS * 2;  // bytes per swizzled row of a B box in shared memory
+constexpr int B_BOX_BYTES = BLOCK_K * B_COLS * 2;
+constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / B_COLS);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int N_MAIN = BLOCK_N > 256 ? 256 : BLOCK_N;  // one wgmma's columns (256 at most); past 256 a second one
 constexpr int N_REST = BLOCK_N - N_MAIN;                // takes the rest (a 320-wide tile: 256 + 64)
@@ -166,7 +175,9 @@ constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 // of dynamic shared memory.
 
 static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "a consumer's rows (BLOCK_M / STORERS) must be 64 or 128");
-static_assert(BLOCK_N % 64 == 0 && BLOCK_N <= 320, "BLOCK_N must be 64, 128, 192, 256 or 320");
+static_assert((BLOCK_N % 64 == 0 || BLOCK_N == 160) && BLOCK_N <= 320,
+              "BLOCK_N must be 64, 128, 160, 192, 256 or 320");
+static_assert(!TMA_STORE || BLOCK_N % 64 == 0, "TMA stores C in 64 x 64 boxes: a 160-wide tile stores from registers");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
 static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");
 static_assert(SUB_M * ACC % RED_ROUNDS == 0, "RED_ROUNDS divides a consumer's accumulators");
@@ -181,14 +192,14 @@ constexpr bool LAG = MMA_LAG || ACC_SETS > 1;  // two sets only pay with a step'
 static_assert(ACC_SETS * SUB_M * ACC <= 160, "accumulators past 160 registers per thread would spill");
 static_assert(STAGES >= 2, "STAGES must be at least 2");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "CLUSTER_M must be 1 or 2");
-static_assert((BLOCK_N / 64) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's 64-column boxes");
+static_assert((BLOCK_N / B_COLS) % CLUSTER_M == 0, "each block of a cluster loads an equal share of B's boxes");
 static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N must be 1, 2 or 4");
 static_assert(BLOCK_M / CLUSTER_N % 8 == 0, "each block of a cluster loads whole swizzle atoms of A's rows");
 static_assert(CLUSTER_N == 1 || EDGE_ROWS == 0 || EDGE_ROWS == BLOCK_M / CLUSTER_N,
               "an edge row's rows of A are one block's share");
 static_assert(CLUSTER_N == 1 || !EDGE_ANY, "EDGE_ANY's edge rows are no block's share: one block per cluster row");
 constexpr int CLUSTER = CLUSTER_M * CLUSTER_N;  // blocks of a cluster: rank = column * CLUSTER_M + row
-constexpr int B_SHARE = BLOCK_N / 64 / CLUSTER_M;  // B boxes each block loads (and multicasts down its column)
+constexpr int B_SHARE = BLOCK_N / B_COLS / CLUSTER_M;  // B boxes each block loads (and multicasts down its column)
 constexpr int A_SHARE = BLOCK_M / CLUSTER_N;       // A rows each block loads (and multicasts along its row)
 __host__ __device__ constexpr unsigned row_mask(int columns) {  // ranks 0, CLUSTER_M, ... of the first `columns`
     return columns == 0 ? 0u : row_mask(columns - 1) | 1u << ((columns - 1) * CLUSTER_M);
@@ -309,8 +320,8 @@ struct Schedule {
 };
 
 // The 16-row K-slice `kk` of one stage, for sub-tile `sub` of consumer `c`: A is K-major (rows of 128 bytes, 8-row
-// swizzle atoms 1024 bytes apart); B is N-major (K rows of 128 bytes per 64-column box, boxes B_BOX_BYTES apart), or
-// with B_K_MAJOR K-major like A (BLOCK_N rows of 128 bytes: its 64-row boxes end to end).
+// swizzle atoms 1024 bytes apart); B is N-major (K rows of B_SWIZZLE bytes per B_COLS-column box, boxes B_BOX_BYTES
+// apart), or with B_K_MAJOR K-major like A (BLOCK_N rows of 128 bytes: its B_COLS-row boxes end to end).
 __device__ __forceinline__ unsigned long long desc_a(const unsigned char* sa, int row0, int kk) {
     return smem_desc(sa + row0 * 128 + kk * 32, 16, 1024);
 }
@@ -318,7 +329,7 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
 #if B_K_MAJOR
     return smem_desc(sb + kk * 32, 16, 1024);
 #else
-    return smem_desc(sb + kk * 16 * 128, B_BOX_BYTES, 1024);
+    return smem_desc<B_SWIZZLE>(sb + kk * 16 * B_SWIZZLE, B_BOX_BYTES, 8 * B_SWIZZLE);
 #endif
 }
 
@@ -331,7 +342,7 @@ __device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, cons
     mma_n<FP16>(*reinterpret_cast<float(*)[N_MAIN / 2]>(&d[0]), da, desc_b(sb, kk), scale);
     if constexpr (N_REST > 0)
         mma_n<FP16>(*reinterpret_cast<float(*)[N_REST > 0 ? N_REST / 2 : 1]>(&d[N_MAIN / 2]), da,
-                    desc_b(sb + (N_MAIN / 64) * B_BOX_BYTES, kk), scale);
+                    desc_b(sb + (N_MAIN / B_COLS) * B_BOX_BYTES, kk), scale);
 }
 
 template <bool FP16>
@@ -597,7 +608,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         for (int i = 0; i < B_SHARE; ++i) {
             const int box = rank_m * B_SHARE + i;
             // (inner, outer) coordinates: (column, K) of a [K, N] B; (K, row) of an [N, K] one
-            const int col = tn * BLOCK_N + box * 64;
+            const int col = tn * BLOCK_N + box * B_COLS;
             const int x = B_K_MAJOR ? k * BLOCK_K : col, y = B_K_MAJOR ? col : k * BLOCK_K;
             if constexpr (CLUSTER_M > 1)  // to every block of its cluster column
                 tma_load_2d_multicast(sb + box * B_BOX_BYTES, map_b, filled, x, y,

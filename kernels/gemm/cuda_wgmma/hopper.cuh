@@ -136,14 +136,16 @@ __device__ __forceinline__ void fence_regs(unsigned (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i]) :: "memory");
 }
 
-// ---- Shared-memory matrix descriptor for a tile that TMA wrote with the 128-byte swizzle: start address, leading
-// and stride byte offsets (all in 16-byte units), swizzle mode 1 (128 B) in bits 62-63. The tile's base must be
-// 1024-byte aligned (one swizzle atom: 8 rows of 128 bytes).
+// ---- Shared-memory matrix descriptor for a tile that TMA wrote with the SWIZZLE-byte swizzle (128 or 64): start
+// address, leading and stride byte offsets (all in 16-byte units), swizzle mode in bits 62-63 (1: 128 B, 2: 64 B).
+// The tile's base must be aligned to one swizzle atom: 8 rows of SWIZZLE bytes (1024 or 512).
+template <int SWIZZLE = 128>
 __device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lead_bytes, unsigned stride_bytes) {
+    static_assert(SWIZZLE == 128 || SWIZZLE == 64, "a 128- or 64-byte swizzle");
     unsigned long long desc = (smem_u32(p) & 0x3FFFF) >> 4;
     desc |= static_cast<unsigned long long>((lead_bytes >> 4) & 0x3FFF) << 16;
     desc |= static_cast<unsigned long long>((stride_bytes >> 4) & 0x3FFF) << 32;
-    desc |= 1ull << 62;
+    desc |= (SWIZZLE == 128 ? 1ull : 2ull) << 62;
     return desc;
 }
 

@@ -3,10 +3,10 @@ tiles are too few to fill the GPU, and a split tail where only their last wave w
 fp32 accumulation, any M, N, K >= 1.
 
 gemm.cu holds the kernel and says why it is fast; this file picks a configuration per shape (the table below),
-builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle; C's boxes of
-64 x 64 for the TMA store), launches one block per SM (or per work unit, when there are fewer), and passes the
-tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligned (K or N not a multiple of 8) go
-to a simple kernel (simple.cu): TMA cannot address them.
+builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle, or B in 64 x 32
+boxes in the 64-byte swizzle for the 160-wide tile; C's boxes of 64 x 64 for the TMA store), launches one block per
+SM (or per work unit, when there are fewer), and passes the tunables to the compiler as -D defines. Shapes whose
+rows are not 16-byte aligned (K or N not a multiple of 8) go to a simple kernel (simple.cu): TMA cannot address them.
 """
 
 import math
@@ -182,7 +182,17 @@ WIDTH_320 = True  # avo: tune False True
 STAGES_320 = 3  # avo: tune 2 3
 STAGED_320 = 3  # avo: tune 1 2 3 5
 RATE_320 = 0.975  # avo: tune 0.95 0.975 1.0
-WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 128: RATE_128}
+# A tile 160 wide (one wgmma of 160 columns; B in 32-column boxes, gemm.cu), weighed beside the others at RATE_160
+# where 160 divides N into waves that fill the SMs: 256 x 10240 x 8192 is 128 tiles of 128 x 160, one wave, each
+# walking all of K, where the 128 x 320 tiles are 64 and split in two (0.885-0.903x cuBLAS on the H200; cuBLAS runs
+# 128 tiles of 64 x 320 there, as many products per block). Its C tile is stored from the registers (gemm.cu's
+# TMA stores take 64 x 64 boxes), which leaves room for STAGES_160 stages; ACC_SETS_160 accumulator sets, as
+# ACC_SETS_128. Not yet timed: off.
+WIDTH_160 = False  # avo: tune False True
+STAGES_160 = 6  # avo: tune 4 5 6
+RATE_160 = 0.9  # avo: tune 0.85 0.9 0.95
+ACC_SETS_160 = 1  # avo: tune 1 2
+WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_128}
 # From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide may be weighed beside the 128-row ones (cuBLAS runs 64 x 320
 # tiles at 256 x 10240 x 8192, 128 blocks in one wave, where 128-row tiles are 64 and split in K). With one consumer
 # warpgroup it does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at
@@ -295,7 +305,7 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1):
+                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1, tma_store: bool = TMA_STORE):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
@@ -303,12 +313,14 @@ class _Build:
         self.storers = 1 if wg_split_k else consumers
         # with wg_split_k the second consumer's sum is handed over in red_rounds rounds (gemm.cu's RED_ROUNDS)
         red_rounds = red_rounds if wg_split_k else 1
-        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds)
-        self.smem = stages * self.stage_bytes(block_m, block_n) + self.fixed_bytes(block_m, block_n, staged,
-                                                                                  self.storers, wg_split_k, red_rounds)
+        # B's boxes: 64 columns (or rows of an [N, K] B), or 32 where the width is no multiple of 64 (gemm.cu's B_COLS)
+        self.b_cols = 64 if block_n % 64 == 0 else 32
+        fixed = self.fixed_bytes(block_m, block_n, staged, self.storers, wg_split_k, red_rounds, tma_store)
+        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds, tma_store)
+        self.smem = stages * self.stage_bytes(block_m, block_n) + fixed
         self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": lag,
-            "CONSUMERS": consumers, "TMA_STORE": TMA_STORE, "CLUSTER_M": cluster_m,
+            "CONSUMERS": consumers, "TMA_STORE": tma_store, "CLUSTER_M": cluster_m,
         }
         if cluster_n > 1:
             self.defines["CLUSTER_N"] = cluster_n
@@ -338,20 +350,20 @@ class _Build:
 
     @staticmethod
     def fixed_bytes(block_m: int, block_n: int, staged: int, storers: int, wg_split_k: bool = False,
-                    red_rounds: int = 1) -> int:
+                    red_rounds: int = 1, tma_store: bool = TMA_STORE) -> int:
         """Beside the ring: the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it, or `staged` boxes per
         storing consumer at a time), with wg_split_k a round of the second consumer's fp32 sum (of `red_rounds`),
         1 KB to align the ring to the swizzle atom and 1 KB for barriers."""
         boxes = block_m * block_n // (64 * 64)
-        staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if TMA_STORE else 0
+        staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if tma_store else 0
         return staging + (block_m * block_n * 4 // red_rounds if wg_split_k else 0) + 2048
 
     @classmethod
     def fitting(cls, block_m: int, block_n: int, stages: int, staged: int, storers: int,
-                wg_split_k: bool = False, red_rounds: int = 1) -> int:
+                wg_split_k: bool = False, red_rounds: int = 1, tma_store: bool = TMA_STORE) -> int:
         """As many of `stages` as fit in SMEM_BYTES beside the fixed part, at least 2 (a 256-wide tile has room for
         3 beside its whole C tile, a 192-wide for 4, a 128-wide for 6)."""
-        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k, red_rounds)
+        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k, red_rounds, tma_store)
         return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
 
     def edge_box(self, M: int) -> int:
@@ -411,6 +423,8 @@ def _rounds(width: int, split: int) -> int:
 _WIDTHS = [BLOCK_N] + [n for n in (192, 128) if FIT_WIDTHS and n < BLOCK_N and n // 64 % CLUSTER_M == 0]
 if FIT_WIDTHS and WIDTH_320 and CLUSTER_M == 1 and BLOCK_N != 320:
     _WIDTHS.insert(1, 320)
+if FIT_WIDTHS and WIDTH_160 and CLUSTER_M == 1 and BLOCK_N > 160:  # five boxes of B: not shared by two blocks
+    _WIDTHS.insert(_WIDTHS.index(128) if 128 in _WIDTHS else len(_WIDTHS), 160)
 _BUILDS: dict = {}
 
 
@@ -418,17 +432,19 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
     """The `width`-wide 128-row build: the widest takes `widest_stages`, a narrower one its own; C in `split` rounds
     (the 320-wide tile in STAGED_320 boxes); MMA_LAG `lag`, or with `lag_from` only where that many stages fit; in
     clusters of `cluster_n` along N. One build per distinct configuration, shared by the entries that ask for it."""
-    stages = {192: STAGES_192, 128: STAGES_128, 320: STAGES_320}.get(width) if width != BLOCK_N else widest_stages
-    staged = STAGED_320 if width == 320 else _rounds(width, split)
-    if width != 320 and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS) >= \
-            _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS):
+    stages = {192: STAGES_192, 160: STAGES_160, 128: STAGES_128, 320: STAGES_320}.get(width) \
+        if width != BLOCK_N else widest_stages
+    tma_store = TMA_STORE and width % 64 == 0  # the 160-wide tile stores C from the registers (gemm.cu)
+    staged = STAGED_320 if width == 320 else _rounds(width, split) if tma_store else 0
+    if width != 320 and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS, tma_store=tma_store) >= \
+            _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS, tma_store=tma_store):
         staged = 0  # rounds only where they make room for a stage: each after the first waits on the last's store
-    acc_sets = ACC_SETS_128 if width == 128 else 1
+    acc_sets = {128: ACC_SETS_128, 160: ACC_SETS_160}.get(width, 1)
     args = (BLOCK_M, width, stages, CONSUMERS, CLUSTER_M, staged, WIDTH_RATE[width], acc_sets)
     if lag_from:
-        lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
+        lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS, tma_store=tma_store) >= lag_from
     if (args, lag, cluster_n) not in _BUILDS:
-        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n)
+        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n, tma_store=tma_store)
     return _BUILDS[args, lag, cluster_n]
 
 
@@ -719,8 +735,10 @@ def _launcher(a, b, c, k_major: bool):
     # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS), or any part (EDGE_ANY)
     edge_box = build.edge_box(M)
     edge = tensor_map(a, box=(edge_box, BLOCK_K)) if edge_box else map_a
-    # An [N, K] B is read in boxes of 64 of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
-    map_b = tensor_map(b.t(), box=(64, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, 64))
+    # B in boxes of BLOCK_K x b_cols columns (the 64-byte swizzle for 32), or an [N, K] B in boxes of b_cols of its
+    # rows by BLOCK_K, by the build's B_K_MAJOR twin.
+    cols = build.b_cols
+    map_b = tensor_map(b.t(), box=(cols, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, cols), swizzle=2 * cols)
     module = build.k_major() if k_major else build.module
     map_c = tensor_map(c, box=(64, 64))
     partials, arrivals = c, c  # unread when unsplit
