@@ -163,8 +163,8 @@ def test_a_narrower_widths_own_stages_are_read_at_that_width():
     knobs = [k for k in parse_knobs(text) if k.bucket is None]
     shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
     point = point_of(knobs)
-    assert width_stages(shape, point) == {192: 3, 128: 6}
-    assert width_stages(shape, dict(point, BLOCK_N=192)) == {128: 6}  # 192 is then the widest: STAGES serves it
+    assert width_stages(shape, point) == {192: 3, 160: 5, 128: 6}
+    assert width_stages(shape, dict(point, BLOCK_N=192)) == {160: 5, 128: 6}  # 192 the widest: STAGES serves it
     deeper = estimate(shape, point, dict(point, STAGES_192=4), None)
     assert deeper.gain > 0 and "192-wide tile's 3 -> 4 stages" in deeper.reason
     assert infeasible(shape, dict(point, STAGES_192=4)) is None
