@@ -46,9 +46,9 @@
 //     into one accumulator array in the tile's order. kernel.py picks it where its waves divide a shape better than
 //     narrower tiles' do: 1024 x 10240 x 8192 is 256 tiles of 128 x 320 (under two waves on 132 SMs), against 320
 //     of 128 x 256. Its C tile (80 KB) is staged a few boxes at a time, so that three 56 KB stages fit beside it.
-//   - BLOCK_N = 160 (with TMA_STORE 0): narrower than two 64-column swizzle atoms and a half, so B arrives in five
-//     32-column boxes in the 64-byte swizzle, one wgmma of 160 columns over all of them, and C is stored from the
-//     registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160): 256 x 10240 x
+//   - BLOCK_N = 160 (with TMA_STORE 0): two and a half of B's 64-column boxes, so B arrives instead in five
+//     32-column boxes in the 64-byte swizzle, one wgmma of 160 columns spans them in whole atoms, and C is stored
+//     from the registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160): 256 x 10240 x
 //     8192 is 128 tiles of 128 x 160, one wave walking all of K, where 128 x 320 tiles are 64 and split in two.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
