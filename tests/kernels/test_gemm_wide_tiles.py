@@ -33,12 +33,9 @@ FORCED = [
 ]
 
 
-def forced(case):
-    """The seed's wrapper running `case`'s build and work on every shape."""
-    m, n, k, which, kind, parts = case
-    gemm = load_entry(SEED, "gemm")
+def force(gemm, build, kind: str, parts: int):
+    """`gemm`, the seed's wrapper, made to run `build` and `kind` of work (in `parts`) on every shape."""
     g = gemm.__globals__
-    build = g["_LARGE"][320] if which == "320" else g["short_build"](320)
 
     def plan(M, N, K, sms):
         count = -(-M // build.block_m) * -(-N // build.block_n)
@@ -50,6 +47,33 @@ def forced(case):
     g["plan"] = plan
     g["_PLANS"].clear()
     return gemm
+
+
+def forced(case):
+    """The seed's wrapper running `case`'s build and work on every shape."""
+    m, n, k, which, kind, parts = case
+    gemm = load_entry(SEED, "gemm")
+    g = gemm.__globals__
+    return force(gemm, g["_LARGE"][320] if which == "320" else g["short_build"](320), kind, parts)
+
+
+def check_forced_work(gemm, shape, dtype, case) -> None:
+    """On a GPU: `gemm`'s forced work at `shape` correct and bitwise repeatable, its arrival counters back at zero."""
+    check_repeatable(gemm, shape, dtype, case, repeats=3)
+    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
+
+
+def check_reads_transposed_weight(gemm, shape, case) -> None:
+    """On a GPU: `gemm` reads an [N, K] weight's transpose in place (its K-major twin), correct and repeatable."""
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+    out = gemm(a, weight.t())
+    task = load("gemm")
+    assert relative_error(out, task.reference(a, weight.t())) <= task.tolerance("bfloat16"), case
+    assert torch.equal(out, gemm(a, weight.t())), f"{case}: a repeated call gave other bits"
+    assert next(iter(gemm.__globals__["_PLANS"].values())).build._k_major is not None, "the twin did not run"
 
 
 def test_the_wide_builds_stage_their_c_tile_in_part_and_take_the_stages_that_fit():
@@ -97,22 +121,11 @@ def test_the_wide_builds_compile_for_hopper_without_spills():
 @pytest.mark.parametrize("case", FORCED, ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}-{c[4]}{c[5]}")
 def test_each_kind_of_work_on_the_wide_tiles_is_correct_and_bitwise_repeatable(case, dtype):
     needs.module("cupy")
-    gemm = forced(case)
-    check_repeatable(gemm, case[:3], dtype, case, repeats=3)
-    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
+    check_forced_work(forced(case), case[:3], dtype, case)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", FORCED[:3] + FORCED[5:7], ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}")
 def test_the_wide_tiles_read_a_transposed_weight_in_place(case):
     needs.module("cupy")
-    gemm = forced(case)
-    m, n, k = case[:3]
-    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    out = gemm(a, weight.t())
-    task = load("gemm")
-    assert relative_error(out, task.reference(a, weight.t())) <= task.tolerance("bfloat16"), case
-    assert torch.equal(out, gemm(a, weight.t())), f"{case}: a repeated call gave other bits"
-    assert next(iter(gemm.__globals__["_PLANS"].values())).build._k_major is not None, "the twin did not run"
+    check_reads_transposed_weight(forced(case), case[:3], case)

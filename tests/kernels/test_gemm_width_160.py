@@ -11,11 +11,11 @@ import shutil
 import needs
 import pytest
 import torch
-from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_compiles_without_spills, check_repeatable, work
+from test_gemm_splitk import H200_SMS, SEED, check_compiles_without_spills, work
+from test_gemm_wide_tiles import check_forced_work, check_reads_transposed_weight, force
 
 from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
-from avo.tasks import load, relative_error
 
 # (M, N, K, work, parts, accumulator sets): work as test_gemm_wide_tiles.py names it
 FORCED = [
@@ -38,19 +38,7 @@ def forced(case):
     """The seed's wrapper running the 160-wide build and `case`'s work on every shape."""
     m, n, k, kind, parts, acc_sets = case
     gemm = load_entry(SEED, "gemm")
-    g = gemm.__globals__
-    build = build_160(g, acc_sets)
-
-    def plan(M, N, K, sms):
-        count = -(-M // build.block_m) * -(-N // build.block_n)
-        if kind == "stream":
-            return g["stream_plan"](build, count, 1, -(-K // 64), sms, -(-M // build.block_m))[1]
-        whole = {"whole": count, "split": 0, "tail": count // sms * sms}[kind]
-        return g["Plan"](build, count, whole, parts)
-
-    g["plan"] = plan
-    g["_PLANS"].clear()
-    return gemm
+    return force(gemm, build_160(gemm.__globals__, acc_sets), kind, parts)
 
 
 def test_the_160_wide_build_stores_from_registers_and_takes_its_stages():
@@ -105,22 +93,11 @@ def test_the_160_wide_builds_compile_for_hopper_without_spills():
 @pytest.mark.parametrize("case", FORCED, ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}{c[4]}-sets{c[5]}")
 def test_each_kind_of_work_on_the_160_wide_tile_is_correct_and_bitwise_repeatable(case, dtype):
     needs.module("cupy")
-    gemm = forced(case)
-    check_repeatable(gemm, case[:3], dtype, case, repeats=3)
-    assert arrivals_reset(gemm), f"{case}: arrival counters left set"
+    check_forced_work(forced(case), case[:3], dtype, case)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", FORCED[:4], ids=lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}")
 def test_the_160_wide_tile_reads_a_transposed_weight_in_place(case):
     needs.module("cupy")
-    gemm = forced(case)
-    m, n, k = case[:3]
-    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    weight = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    out = gemm(a, weight.t())
-    task = load("gemm")
-    assert relative_error(out, task.reference(a, weight.t())) <= task.tolerance("bfloat16"), case
-    assert torch.equal(out, gemm(a, weight.t())), f"{case}: a repeated call gave other bits"
-    assert next(iter(gemm.__globals__["_PLANS"].values())).build._k_major is not None, "the twin did not run"
+    check_reads_transposed_weight(forced(case), case[:3], case)
