@@ -6,15 +6,13 @@ accumulators leave the fewest registers, compile for Hopper without spills."""
 
 from __future__ import annotations
 
-import shutil
-
 import needs
 import pytest
 import torch
 from test_gemm_splitk import (H200_SMS, SEED, arrivals_reset, check_compiles_without_spills, check_repeatable,
                               work)
+from test_gemm_epilogue_rounds import seed_with
 
-from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
 # (M, N, K) -> (rows, width, work, parts): the finishing unit may be part 0, 1 or a later one.
@@ -32,11 +30,8 @@ SHAPES = {
 
 
 def keeping(tmp_path):
-    """The seed with KEEP_OWN on, in a folder of its own."""
-    folder = tmp_path / "keep_own"
-    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "kernel.py").write_text(render((folder / "kernel.py").read_text(), {"KEEP_OWN": True}))
-    return folder, load_entry(folder, "gemm")
+    """The seed with KEEP_OWN on, in a folder of its own: (folder, its gemm)."""
+    return seed_with(tmp_path, {"KEEP_OWN": True}, "keep_own")
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

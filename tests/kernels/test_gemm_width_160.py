@@ -6,15 +6,13 @@ its knob is on."""
 
 from __future__ import annotations
 
-import shutil
-
 import needs
 import pytest
 import torch
 from test_gemm_splitk import H200_SMS, SEED, check_compiles_without_spills, work
+from test_gemm_epilogue_rounds import seed_with
 from test_gemm_wide_tiles import check_forced_work, check_reads_transposed_weight, force
 
-from avo.agent.heuristic.knobs import render
 from avo.evaluate.worker.loader import load_entry
 
 # (M, N, K, work, parts, accumulator sets): work as test_gemm_wide_tiles.py names it
@@ -55,10 +53,7 @@ def test_the_160_wide_build_stores_from_registers_and_takes_its_stages():
 def test_the_plan_weighs_the_160_wide_tile_only_with_its_knob_on(tmp_path):
     off = load_entry(SEED, "gemm").__globals__
     assert 160 not in off["_WIDTHS"] and off["plan"](256, 10240, 8192, H200_SMS).build.block_n == 320
-    folder = tmp_path / "width_160"
-    shutil.copytree(SEED, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "kernel.py").write_text(render((folder / "kernel.py").read_text(), {"WIDTH_160": True}))
-    on = load_entry(folder, "gemm").__globals__
+    on = seed_with(tmp_path, {"WIDTH_160": True}, "width_160")[1].__globals__
     assert 160 in on["_WIDTHS"]
     chosen = on["plan"](256, 10240, 8192, H200_SMS)  # 128 tiles of 128 x 160, one wave, whole
     assert (chosen.build.block_n, chosen.tiles, chosen.whole, chosen.splits) == (160, 128, 128, 1)

@@ -48,8 +48,9 @@
 //     of 128 x 256. Its C tile (80 KB) is staged a few boxes at a time, so that three 56 KB stages fit beside it.
 //   - BLOCK_N = 160 (with TMA_STORE 0): two and a half of B's 64-column boxes, so B arrives instead in five
 //     32-column boxes in the 64-byte swizzle, one wgmma of 160 columns spans them in whole atoms, and C is stored
-//     from the registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160): 256 x 10240 x
-//     8192 is 128 tiles of 128 x 160, one wave walking all of K, where 128 x 320 tiles are 64 and split in two.
+//     from the registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160):
+//     256 x 10240 x 8192 is 128 tiles of 128 x 160, one wave walking all of K, where 128 x 320 tiles are 64 and
+//     split in two.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
 //     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
@@ -153,7 +154,7 @@ __host__ __device__ constexpr int edge_rows(int M) {  // A's rows an edge row lo
 // is no multiple of 64 (160: five boxes) 32 columns in the 64-byte swizzle (an [N, K] B: boxes of B_COLS rows of 128
 // bytes, in the 128-byte swizzle either way), so that one wgmma spans the tile in whole swizzle atoms.
 constexpr int B_COLS = BLOCK_N % 64 ? 32 : 64;
-constexpr int B_SWIZZLE = B_K_MAJOR ? 128 : B_COLS * 2;  // bytes per swizzled row of a B box in shared memory
+constexpr int B_SWIZZLE = B_COLS * 2;  // bytes per swizzled row of an N-major B box in shared memory
 constexpr int B_BOX_BYTES = BLOCK_K * B_COLS * 2;
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / B_COLS);
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -455,14 +456,26 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[SUB_M][ACC], float* par
     __threadfence();
     const float* part = partials + static_cast<long long>(slot) * stride * PART + t;
     if constexpr (KEEP_OWN) {
-        if (!in_place) {  // the sum starts from part 0 (its own comes later), as 0 + p0 as without KEEP_OWN
+        // (0 + part 0) + part 1 as without KEEP_OWN, its own part (in d) as one of the two terms; the 0 + is kept
+        // wherever part 0 comes from, since it turns a -0 into +0. Then the parts from 2 on.
+        if (!in_place) {
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s)
 #pragma unroll
                 for (int i = 0; i < ACC; ++i) d[s][i] = 0.f + __ldcg(part + (s * ACC + i) * 128);
+        } else if (split == 0) {
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[s][i] = 0.f + d[s][i];
+        } else {  // its own part 1 in d, after part 0
+#pragma unroll
+            for (int s = 0; s < SUB_M; ++s)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) d[s][i] = (0.f + __ldcg(part + (s * ACC + i) * 128)) + d[s][i];
         }
-        for (int p = in_place ? 0 : 1; p < splits; ++p) {
-            if (in_place && p == split) continue;  // its own: already in d
+        for (int p = 1; p < splits; ++p) {
+            if (in_place && p == split) continue;  // its own: added above
 #pragma unroll
             for (int s = 0; s < SUB_M; ++s)
 #pragma unroll

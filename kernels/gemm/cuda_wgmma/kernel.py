@@ -306,7 +306,7 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1, tma_store: bool = TMA_STORE):
+                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
@@ -316,12 +316,12 @@ class _Build:
         red_rounds = red_rounds if wg_split_k else 1
         # B's boxes: 64 columns (or rows of an [N, K] B), or 32 where the width is no multiple of 64 (gemm.cu's B_COLS)
         self.b_cols = 64 if block_n % 64 == 0 else 32
-        fixed = self.fixed_bytes(block_m, block_n, staged, self.storers, wg_split_k, red_rounds, tma_store)
-        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds, tma_store)
-        self.smem = stages * self.stage_bytes(block_m, block_n) + fixed
+        stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds)
+        self.smem = stages * self.stage_bytes(block_m, block_n) + self.fixed_bytes(block_m, block_n, staged,
+                                                                                  self.storers, wg_split_k, red_rounds)
         self.defines = {
             "BLOCK_M": block_m, "BLOCK_N": block_n, "STAGES": stages, "GROUP_M": GROUP_M, "MMA_LAG": lag,
-            "CONSUMERS": consumers, "TMA_STORE": tma_store, "CLUSTER_M": cluster_m,
+            "CONSUMERS": consumers, "TMA_STORE": self.tma_stores(block_n), "CLUSTER_M": cluster_m,
         }
         if cluster_n > 1:
             self.defines["CLUSTER_N"] = cluster_n
@@ -346,25 +346,31 @@ class _Build:
         self._k_major = None
 
     @staticmethod
+    def tma_stores(block_n: int) -> bool:
+        """Whether a tile this wide stores C through TMA (TMA_STORE): in 64 x 64 boxes, so not the 160-wide tile,
+        which stores from the registers (gemm.cu)."""
+        return TMA_STORE and block_n % 64 == 0
+
+    @staticmethod
     def stage_bytes(block_m: int, block_n: int) -> int:
         return (block_m * BLOCK_K + BLOCK_K * block_n) * 2  # an A tile and a B tile
 
     @staticmethod
     def fixed_bytes(block_m: int, block_n: int, staged: int, storers: int, wg_split_k: bool = False,
-                    red_rounds: int = 1, tma_store: bool = TMA_STORE) -> int:
+                    red_rounds: int = 1) -> int:
         """Beside the ring: the C tile's staging buffer (TMA_STORE: every 64 x 64 box of it, or `staged` boxes per
         storing consumer at a time), with wg_split_k a round of the second consumer's fp32 sum (of `red_rounds`),
         1 KB to align the ring to the swizzle atom and 1 KB for barriers."""
         boxes = block_m * block_n // (64 * 64)
-        staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if tma_store else 0
+        staging = min(boxes, staged * storers or boxes) * 64 * 64 * 2 if _Build.tma_stores(block_n) else 0
         return staging + (block_m * block_n * 4 // red_rounds if wg_split_k else 0) + 2048
 
     @classmethod
     def fitting(cls, block_m: int, block_n: int, stages: int, staged: int, storers: int,
-                wg_split_k: bool = False, red_rounds: int = 1, tma_store: bool = TMA_STORE) -> int:
+                wg_split_k: bool = False, red_rounds: int = 1) -> int:
         """As many of `stages` as fit in SMEM_BYTES beside the fixed part, at least 2 (a 256-wide tile has room for
         3 beside its whole C tile, a 192-wide for 4, a 128-wide for 6)."""
-        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k, red_rounds, tma_store)
+        room = SMEM_BYTES - cls.fixed_bytes(block_m, block_n, staged, storers, wg_split_k, red_rounds)
         return max(2, min(stages, room // cls.stage_bytes(block_m, block_n)))
 
     def edge_box(self, M: int) -> int:
@@ -435,17 +441,16 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
     clusters of `cluster_n` along N. One build per distinct configuration, shared by the entries that ask for it."""
     stages = {192: STAGES_192, 160: STAGES_160, 128: STAGES_128, 320: STAGES_320}.get(width) \
         if width != BLOCK_N else widest_stages
-    tma_store = TMA_STORE and width % 64 == 0  # the 160-wide tile stores C from the registers (gemm.cu)
-    staged = STAGED_320 if width == 320 else _rounds(width, split) if tma_store else 0
-    if width != 320 and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS, tma_store=tma_store) >= \
-            _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS, tma_store=tma_store):
+    staged = STAGED_320 if width == 320 else _rounds(width, split)
+    if width != 320 and _Build.fitting(BLOCK_M, width, stages, 0, CONSUMERS) >= \
+            _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS):
         staged = 0  # rounds only where they make room for a stage: each after the first waits on the last's store
     acc_sets = {128: ACC_SETS_128, 160: ACC_SETS_160}.get(width, 1)
     args = (BLOCK_M, width, stages, CONSUMERS, CLUSTER_M, staged, WIDTH_RATE[width], acc_sets)
     if lag_from:
-        lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS, tma_store=tma_store) >= lag_from
+        lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
     if (args, lag, cluster_n) not in _BUILDS:
-        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n, tma_store=tma_store)
+        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n)
     return _BUILDS[args, lag, cluster_n]
 
 
