@@ -188,7 +188,8 @@ RATE_320 = 0.975  # avo: tune 0.95 0.975 1.0
 # 128 tiles of 64 x 320 there, as many products per block). Its C tile is stored from the registers (gemm.cu's
 # TMA stores take 64 x 64 boxes), so six 36 KB stages would fit; STAGES_160 stays at 5, which the heuristic's
 # shared-memory model (it counts a staged C tile for every width) accepts. ACC_SETS_160 accumulator sets, as
-# ACC_SETS_128. Not yet timed: off.
+# ACC_SETS_128. Timed, it loses: 0.918 against the split plan's 0.995 at 256 x 10240 x 8192, 0.835 against 0.927
+# over six shapes (H100, BENCHMARKS.md): off.
 WIDTH_160 = False  # avo: tune False True
 STAGES_160 = 5  # avo: tune 4 5
 RATE_160 = 0.9  # avo: tune 0.85 0.9 0.95
@@ -292,7 +293,7 @@ PARTIAL_STEPS = 5  # avo: tune 3 5 8
 # or second term, and x + y is y + x bitwise) and reads only the others' back; where the tile's counter already says
 # every other part is in, it writes none of its own (gemm.cu's reduce_splits). Off, every finishing unit writes its
 # part and reads every part back, as PARTIAL_STEPS was fitted: 3 partials' traffic for a tile in 2 parts, against 1
-# or 2. Not yet timed: off.
+# or 2. Timed, it loses: 5% at 256 and 200 x 10240 x 8192 in 2 parts (H100, BENCHMARKS.md): off.
 KEEP_OWN = False  # avo: tune False True
 
 SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
