@@ -201,8 +201,12 @@ WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_1
 # 256 x 8192 x 8192 (H200, BENCHMARKS.md). SHORT_WG_SPLIT_K: two consumers taking alternate K-steps, as the few-token
 # tiles' WG_SPLIT_K, the second's sum handed over in SHORT_RED_ROUNDS rounds (gemm.cu's RED_ROUNDS: whole, its 80 KB
 # would leave room for two stages) and C staged SHORT_STAGED boxes at a time, so that four 48 KB stages fit.
-# Off (0) by default; a knob an evolve may turn on.
+# So built it read 1.033 against the split plan's 0.988 at 256 x 10240 x 8192 and 1.113 against 1.064 at 200 rows
+# (H100, BENCHMARKS.md), the one kind of work timed: one wave of whole tiles. With SHORT_N set it is weighed only
+# there, where its tiles fill at least SHORT_FILL of one wave (split or past a wave it is untimed; SHORT_FILL 0
+# weighs it anywhere). Off (0) until it is timed on an H200 and its GPU tests have run.
 SHORT_N = 0  # avo: tune 0 320
+SHORT_FILL = 0.9  # avo: tune 0.0 0.75 0.9
 SHORT_STAGES = 4  # avo: tune 3 4
 RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 SHORT_WG_SPLIT_K = True  # avo: tune False True
@@ -634,7 +638,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
 
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
     rows256 = bucket(M, N, K) == "rows256"
-    builds = list((_ROWS256 if rows256 else _LARGE).values()) + ([_SHORT] if _SHORT is not None and rows256 else [])
+    builds = list((_ROWS256 if rows256 else _LARGE).values())
+    if _SHORT is not None and rows256 and (not SHORT_FILL or SHORT_FILL * sms <= tiles(_SHORT) <= sms):
+        builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
         return max(1, min(MAX_SPLITS, sms // build.cluster // tiles(build),
