@@ -6,19 +6,16 @@ in rows and as nn.Linear's weight.t(); on the CPU each build compiles for Hopper
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import arrivals_reset, check_compiles_without_spills, check_repeatable
+from test_gemm_plan import work as facts
+from test_gemm_splitk import H200_SMS, SEED, arrivals_reset, check_compiles_without_spills, check_repeatable, work
 
 from avo.evaluate.worker.loader import load_entry
 from avo.tasks import load, relative_error
 
-SEED = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
-H200_SMS = 132
 # (M, N, K, build, work, parts): build "320" is the 128 x 320 tile, "short" the 64 x 320 one; work as
 # test_gemm_splitk.py names it, "tail" and "split" in `parts`, "stream" past the last full wave.
 FORCED = [
@@ -99,8 +96,7 @@ def test_a_forced_plan_takes_the_work_asked_for():
         m, n, k, which, kind, parts = case
         plan = forced(case).__globals__["plan"](m, n, k, H200_SMS)
         assert plan.build.block_n == 320 and plan.build.block_m == (128 if which == "320" else 64)
-        got = "stream" if plan.stream else "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
-        assert got == kind, case
+        assert work(plan) == kind, case
 
 
 def test_the_short_tile_is_weighed_only_where_it_fills_one_wave_whole(tmp_path):
@@ -108,9 +104,6 @@ def test_the_short_tile_is_weighed_only_where_it_fills_one_wave_whole(tmp_path):
     knob on the plan takes it there and nowhere it would split or run past a wave; SHORT_FILL 0 lets it go anywhere."""
     def short(plan):
         return plan.build.block_m == 64 and plan.build.block_n == 320
-
-    def work(plan):  # plans from two loads of the seed: builds compared by their tiles
-        return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
 
     shipped = load_entry(SEED, "gemm").__globals__
     assert shipped["SHORT_N"] == 0 and not short(shipped["plan"](256, 10240, 8192, H200_SMS))
@@ -121,7 +114,7 @@ def test_the_short_tile_is_weighed_only_where_it_fills_one_wave_whole(tmp_path):
     # a wave under 90% full (96 tiles), split in K (64 tiles in 2), past a wave (720 tiles): the plans they had
     for m, n, k in ((160, 10240, 8192), (256, 5120, 8192), (256, 57344, 8192), (256, 8192, 28672)):
         plan = g["plan"](m, n, k, H200_SMS)
-        assert not short(plan) and work(plan) == work(shipped["plan"](m, n, k, H200_SMS)), (m, n, k, plan)
+        assert not short(plan) and facts(plan) == facts(shipped["plan"](m, n, k, H200_SMS)), (m, n, k, plan)
     anywhere = seed_with(tmp_path, {"SHORT_N": 320, "SHORT_FILL": 0.0}, "anywhere")[1].__globals__
     plan = anywhere["plan"](256, 5120, 8192, H200_SMS)
     assert short(plan) and plan.splits > 1, plan
