@@ -63,7 +63,7 @@ ROWS256_SHAPES = {
     (256, 8192, 8192): (128, "whole", 64, 0),
     (192, 4096, 4096): (128, "split", 32, 64),   # an edge row: the second block of each pair loads no A
     (160, 5120, 8192): (256, "split", 20, 32),   # an edge row, split in 3
-    (256, 10240, 8192): (320, "split", 32, 0),   # the 320-wide tile
+    (256, 10240, 28672): (320, "split", 32, 0),  # the 320-wide tile
     (190, 21504, 8192): (256, "tail", 84, 62),   # an edge row, a split tail; 84 tiles: the last pair's second past N
     (200, 3000, 1000): (128, "whole", 24, 72),   # ragged M, N and K: a last tile row past half a tile
 }

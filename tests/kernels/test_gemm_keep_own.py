@@ -17,7 +17,7 @@ from avo.evaluate.worker.loader import load_entry
 
 # (M, N, K) -> (rows, width, work, parts): the finishing unit may be part 0, 1 or a later one.
 SHAPES = {
-    (256, 10240, 8192): (128, 320, "split", 2),
+    (256, 10240, 28672): (128, 320, "split", 2),
     (64, 4096, 16384): (64, 128, "split", 4),
     (33, 4096, 20000): (64, 128, "split", 4),     # ragged M and K
     (300, 1000, 20000): (128, 128, "split", 2),   # ragged M, N and K

@@ -78,6 +78,12 @@ WITH_320 = {
 }
 
 
+# The shape whose 64 x 320 tiles (SHORT_N) fill one wave whole at a K of SHORT_MIN_K or more: 128 of them, unsplit.
+WITH_SHORT = {
+    "256x10240x8192": (64, 320, 128, 128, 1),
+}
+
+
 # The few-token shapes whose 64 x 64 tiles fill one wave (rule 1's NARROW): 128 whole tiles each, no split; and
 # past one wave, the one whose 64 x 64 tiles' waves end sooner (NARROW_WAVES): 7 of 896 against 4 of 448.
 WITH_NARROW = {
@@ -94,8 +100,8 @@ def seed_globals(**knobs) -> dict:
 
 
 def without_320(**knobs) -> dict:
-    """The seed's plan as before the 320-wide tile (WIDTH_320 False), with `knobs` set."""
-    g = seed_globals(**knobs)
+    """The seed's plan as before the 320-wide tiles (WIDTH_320 False, SHORT_N 0), with `knobs` set."""
+    g = seed_globals(_SHORT=None, **knobs)
     for builds in ("_LARGE", "_ROWS256"):
         g[builds] = {width: build for width, build in g[builds].items() if width != 320}
     return g
@@ -127,13 +133,19 @@ def planned(g: dict, case) -> tuple:
 def test_the_tables_name_every_bench_and_wide_shape():
     assert {case.name for case in cases("bench", "wide")} == set(BEFORE)
     assert set(WITH_TAIL) < set(BEFORE) and set(WITH_STREAM) < set(BEFORE) and set(WITH_NARROW) < set(BEFORE)
-    assert set(WITH_320) < set(BEFORE)
+    assert set(WITH_320) < set(BEFORE) and set(WITH_SHORT) < set(BEFORE)
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
+def test_the_short_tile_changes_only_the_shapes_whose_one_wave_it_fills_whole(case):
+    expected = WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
+    assert planned(seed_globals(), case) == WITH_SHORT.get(case.name, WITH_320.get(case.name, expected))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_320_wide_tile_changes_only_the_shapes_whose_waves_it_divides_better(case):
     expected = WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
-    assert planned(seed_globals(), case) == WITH_320.get(case.name, expected)
+    assert planned(seed_globals(_SHORT=None), case) == WITH_320.get(case.name, expected)
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
@@ -402,7 +414,7 @@ def test_stream_k_deals_every_step_of_the_tail_once_in_runs_a_step_apart(tiles, 
 def test_stream_k_below_its_rows_is_what_the_knob_says():
     """STREAM_MIN_ROWS is a knob: set lower, the shapes where stream-K lost on the H200 take it again (an evolve may
     try it); the plan is then still one whose runs and workspace fit."""
-    g = seed_globals(STREAM_MIN_ROWS=256)
+    g = seed_globals(STREAM_MIN_ROWS=256, _SHORT=None)  # the short tile aside (it takes this shape whole)
     plan = g["plan"](256, 10240, 8192, H200_SMS)
     assert (plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream) == (128, 160, 0, 2, 132)
     assert seed_globals()["plan"](256, 10240, 8192, H200_SMS).stream == 0
@@ -575,7 +587,7 @@ def test_at_64_rows_or_fewer_the_few_token_tiles_take_their_own_rings(tmp_path):
         # 80 tiles of 64 x 128 up to 64 rows, 128 past it (two tile rows): whole
         assert g["plan"](m, 10240 if m <= 64 else 8192, 8192, H200_SMS).build is g[few], m
         assert g["plan"](m, 8192 if m <= 64 else 4096, 8192, H200_SMS).build is g[narrow], m  # 128 of 64 x 64
-    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 4
+    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 5  # and the short tile's
 
 
 def test_up_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_their_own(tmp_path):
@@ -610,8 +622,8 @@ def test_up_to_64_rows_the_64_x_64_tiles_that_fill_the_sms_whole_take_a_ring_of_
     folder, gemm = seed_with(tmp_path, {"NARROW_FULL_STAGES_M64@few": 12}, "equal")
     g = gemm.__globals__
     assert g["_NARROW_FULL_M64"] is g["_NARROW"]
-    # 64 x 128 at 7 and 6 stages, 64 x 64 at 12 (one build for all three entries)
-    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 3
+    # 64 x 128 at 7 and 6 stages, 64 x 64 at 12 (one build for all three entries), the short tile's 64 x 320
+    assert sum("-DBLOCK_M=64" in b.flags for b in declared_builds(folder)) == 4
 
 
 def test_the_narrow_tile_is_a_knob_an_evolve_can_turn_off(tmp_path):

@@ -39,7 +39,9 @@ SHAPES = {
     (384, 18688, 8192): (128, 128, "tail"),    # 396 tiles whole, 42 in 3 parts (ragged N)
     (1024, 10240, 8192): (128, 320, "whole"),  # 256 tiles of 128 x 320: under two waves
     (1000, 10240, 8192): (128, 320, "whole"),  # the same with a ragged last tile row
-    (256, 10240, 8192): (128, 320, "split"),   # 64 tiles of 128 x 320 in 2 parts
+    (256, 10240, 8192): (64, 320, "whole"),    # SHORT_N: 128 tiles of 64 x 320, one wave whole
+    (200, 10240, 3000): (64, 320, "whole"),    # the same, ragged M and K
+    (256, 10240, 28672): (128, 320, "split"),  # 64 tiles of 128 x 320 in 2 parts
     (896, 2368, 8192): (128, 320, "split"),    # 56 tiles in 2 parts (ragged N: the last 128 of 320 columns)
     (384, 17152, 8192): (128, 320, "tail"),    # 132 tiles whole, 30 in 4 parts (ragged N)
     (8192, 8192, 8192): (128, 256, "stream"),  # 1848 tiles whole, 200 dealt out by 8 lanes (from 8192 rows)
@@ -140,7 +142,7 @@ def test_the_bench_suite_takes_the_widest_tile_and_the_knobs_turn_each_rule_off(
         plan = g["plan"](p["M"], p["N"], p["K"], H200_SMS)
         assert (plan.build.block_m, plan.build.block_n) == (128, 256), case.name
         assert work(plan) in ("whole", "stream"), case.name  # stream-K evens out 8192^3's 15.5 waves
-    g.update(FEW_ROWS=0, MAX_SPLITS=1, TAIL_SPLITS=1, STREAM_K=False)
+    g.update(FEW_ROWS=0, MAX_SPLITS=1, TAIL_SPLITS=1, STREAM_K=False, SHORT_MIN_K=1 << 40)
     for shape in SHAPES:
         plan = g["plan"](*shape, H200_SMS)
         assert plan.build.block_m == 128 and plan.splits == 1 and not plan.stream, shape
@@ -241,10 +243,11 @@ def test_the_deeper_narrow_builds_are_correct_and_bitwise_repeatable(case, dtype
     width, stages, (m, n, k) = case
     gemm = seed()
     g = gemm.__globals__
-    # the widths as before the 320-wide tile, which now takes 256 x 10240 x 8192 and 896 x 2368 x 8192, in the
-    # table of the shape's rows (up to 256 rows the rows256 entry's own)
+    # the widths as before the 320-wide tiles, which now take 256 x 10240 x 8192 (the short 64 x 320) and
+    # 896 x 2368 x 8192, in the table of the shape's rows (up to 256 rows the rows256 entry's own)
     for table in ("_LARGE", "_ROWS256"):
         g[table] = {n: build for n, build in g[table].items() if n != 320}
+    g["_SHORT"] = None
     table = "_ROWS256" if g["bucket"](m, n, k) == "rows256" else "_LARGE"
     g[table][width] = g["_Build"](128, width, stages, 2, 1, 0, g["WIDTH_RATE"][width])
     g["_PLANS"].clear()

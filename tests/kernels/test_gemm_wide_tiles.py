@@ -99,33 +99,36 @@ def test_a_forced_plan_takes_the_work_asked_for():
         assert work(plan) == kind, case
 
 
-def test_the_short_tile_is_weighed_only_where_it_fills_one_wave_whole(tmp_path):
-    """SHORT_N's tile was timed in one kind of work: one near-full wave of whole tiles (256 x 10240 x 8192). With the
-    knob on the plan takes it there and nowhere it would split or run past a wave; SHORT_FILL 0 lets it go anywhere."""
+def test_the_short_tile_is_weighed_only_where_it_fills_one_wave_whole_on_a_long_enough_k(tmp_path):
+    """SHORT_N's tile was timed in one kind of work: one near-full wave of whole tiles. There it won from K = 2048
+    and lost below, so the plan takes it there and nowhere it would split, run past a wave or walk a short K;
+    SHORT_FILL 0 and SHORT_MIN_K 0 let it go anywhere."""
     def short(plan):
         return plan.build.block_m == 64 and plan.build.block_n == 320
 
-    shipped = load_entry(SEED, "gemm").__globals__
-    assert shipped["SHORT_N"] == 0 and not short(shipped["plan"](256, 10240, 8192, H200_SMS))
-    g = seed_with(tmp_path, {"SHORT_N": 320}, "short")[1].__globals__
-    for m, n, k in ((256, 10240, 8192), (200, 10240, 8192), (256, 10240, 1024), (160, 13824, 4096)):
+    g = load_entry(SEED, "gemm").__globals__
+    assert g["SHORT_N"] == 320
+    for m, n, k in ((256, 10240, 8192), (200, 10240, 8192), (256, 10240, 2048), (160, 13824, 4096)):
         plan = g["plan"](m, n, k, H200_SMS)
         assert short(plan) and plan.whole == plan.tiles >= 0.9 * H200_SMS, (m, n, k, plan)
-    # a wave under 90% full (96 tiles), split in K (64 tiles in 2), past a wave (720 tiles): the plans they had
-    for m, n, k in ((160, 10240, 8192), (256, 5120, 8192), (256, 57344, 8192), (256, 8192, 28672)):
+    # a wave under 90% full (96 tiles), split in K (64 tiles in 2), past a wave (720 tiles), K under 2048: the plans
+    # they have without the tile
+    off = seed_with(tmp_path, {"SHORT_N": 0}, "off")[1].__globals__
+    for m, n, k in ((160, 10240, 8192), (256, 5120, 8192), (256, 57344, 8192), (256, 8192, 28672),
+                    (256, 10240, 1024), (256, 10240, 2047)):
         plan = g["plan"](m, n, k, H200_SMS)
-        assert not short(plan) and facts(plan) == facts(shipped["plan"](m, n, k, H200_SMS)), (m, n, k, plan)
-    anywhere = seed_with(tmp_path, {"SHORT_N": 320, "SHORT_FILL": 0.0}, "anywhere")[1].__globals__
+        assert not short(plan) and facts(plan) == facts(off["plan"](m, n, k, H200_SMS)), (m, n, k, plan)
+    anywhere = seed_with(tmp_path, {"SHORT_FILL": 0.0, "SHORT_MIN_K": 0}, "anywhere")[1].__globals__
     plan = anywhere["plan"](256, 5120, 8192, H200_SMS)
     assert short(plan) and plan.splits > 1, plan
+    assert short(anywhere["plan"](256, 10240, 1024, H200_SMS))
 
 
 @needs.nvcc
 def test_the_wide_builds_compile_for_hopper_without_spills():
     from avo.cuda import declared_builds
 
-    g = load_entry(SEED, "gemm").__globals__  # declares its builds in this process: 128 x 320 among them
-    g["short_build"](320)  # and the short tile (SHORT_N), off by default
+    load_entry(SEED, "gemm")  # declares its builds in this process: 128 x 320 and the short 64 x 320 among them
     builds = [b for b in declared_builds(SEED) if "-DBLOCK_N=320" in b.flags]  # the others: test_cuda_seeds.py
     resources = check_compiles_without_spills(SEED, builds)  # and simple.cu, which no build names
     wide = {name: facts for name, facts in resources.items() if "BLOCK_N=320" in facts["defines"]}

@@ -204,9 +204,12 @@ WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_1
 # So built it read 1.033 against the split plan's 0.988 at 256 x 10240 x 8192 and 1.113 against 1.064 at 200 rows
 # (H100, BENCHMARKS.md), the one kind of work timed: one wave of whole tiles. With SHORT_N set it is weighed only
 # there, where its tiles fill at least SHORT_FILL of one wave (split or past a wave it is untimed; SHORT_FILL 0
-# weighs it anywhere). Off (0) until it is timed on an H200 and its GPU tests have run.
-SHORT_N = 0  # avo: tune 0 320
+# weighs it anywhere), and where K is at least SHORT_MIN_K: each block's fixed cost (four stages to fill, the second
+# consumer's sum to hand over, 64 x 320 to store) weighs on fewer K-steps. On an H100 over 19 such shapes it won 1-27%
+# from K = 3072 (10 shapes), was even at 2048 (+1.5%, -0.5%) and lost 1-10% at K <= 1536 (7; BENCHMARKS.md).
+SHORT_N = 320  # avo: tune 0 320
 SHORT_FILL = 0.9  # avo: tune 0.0 0.75 0.9
+SHORT_MIN_K = 2048  # avo: tune 0 2048 4096
 SHORT_STAGES = 4  # avo: tune 3 4
 RATE_SHORT = 0.9  # avo: tune 0.8 0.9 1.0
 SHORT_WG_SPLIT_K = True  # avo: tune False True
@@ -639,8 +642,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
     rows256 = bucket(M, N, K) == "rows256"
     builds = list((_ROWS256 if rows256 else _LARGE).values())
-    if _SHORT is not None and rows256 and (not SHORT_FILL or SHORT_FILL * sms <= tiles(_SHORT) <= sms):
-        builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full
+    if _SHORT is not None and rows256 and K >= SHORT_MIN_K and \
+            (not SHORT_FILL or SHORT_FILL * sms <= tiles(_SHORT) <= sms):
+        builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full, K long enough
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
         return max(1, min(MAX_SPLITS, sms // build.cluster // tiles(build),
