@@ -3,9 +3,9 @@
 Inside, a process has its own PID namespace (when the sandbox's first process ends, the kernel kills everything it
 started, `setsid` or not, and nothing of avo's is visible in its `/proc`), no network, no capabilities, a read-only
 view of the system, a fresh `/tmp` and `/dev` (the NVIDIA device nodes bound in), tmpfs over the folders that hold
-the user's and the run's data (`$HOME`, `/root`, the runs folder, and the folder avo was started in: a project's,
-whose `.env` may hold keys; the Python install and avo's source under them are bound back read-only), and write
-access only to the folders the caller names.
+the user's and the run's data (`$HOME`, `/root`, the runs folder, and the folder avo was started in: a project's or
+avo's own checkout, whose `.env` may hold keys; the Python install and avo's package under them are bound back
+read-only), and write access only to the folders the caller names.
 
 Why bubblewrap rather than namespaces and Landlock set up by hand: unsharing the PID namespace needs a fork after
 `unshare()` and a reaping init inside, and a mount namespace needs the bind/remount/tmpfs sequence in the right
@@ -123,23 +123,25 @@ def _interpreter_path(executable: str, pythonpath: str) -> tuple[str, ...]:
 
 def _needed() -> list[Path]:
     """What a Python worker reads that may lie under a hidden folder: the interpreter and the packages it imports
-    (`_interpreter_path`), avo's source, avo's cache (KernelBench measurements; read-only, so no candidate can
-    plant one) and the CUDA toolkit nvcc is found in."""
+    (`_interpreter_path`), avo's package (the `avo` folder alone: in a checkout, not what lies beside it), avo's
+    cache (KernelBench measurements; read-only, so no candidate can plant one) and the CUDA toolkit nvcc is found
+    in."""
     from avo.evaluate.cuda_compile import find_nvcc
 
     imports = _interpreter_path(sys.executable, os.environ.get("PYTHONPATH", ""))
     nvcc = find_nvcc()
     toolkit = [Path(os.path.realpath(nvcc)).parents[1]] if nvcc else []
-    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[2], cache_root(), *imports, *toolkit]
+    paths = [sys.prefix, sys.base_prefix, Path(__file__).parents[1], cache_root(), *imports, *toolkit]
     real = [Path(os.path.realpath(p)) for p in paths if p and os.path.isabs(str(p))]
     return [p for p in real if p != Path("/")]  # the system is shown read-only as it is
 
 
 def _workdir(needed: Sequence[Path]) -> list[Path]:
     """The folder avo runs in, to be masked: a project's, whose `.env` (or any file) may hold the user's keys outside
-    the home folder. Not where masking it would hide what the sandbox runs on: the root, a system folder, or a folder
-    inside one a worker needs (avo's own checkout, its Python install); what a worker needs inside it is bound back
-    as under the home folder."""
+    the home folder, avo's own checkout included. Not where masking it would hide what the sandbox runs on: the root,
+    a system folder, or a folder inside one a worker needs (avo's package, its Python install); what a worker needs
+    inside it (avo's package in a checkout, a virtual environment in a project) is bound back as under the home
+    folder."""
     try:
         here = Path(os.path.realpath(os.getcwd()))
     except OSError:  # the folder was removed under avo: nothing there to hide

@@ -103,12 +103,14 @@ def test_a_hanging_profile_is_stopped_at_the_timeout(tmp_path):
 
 
 def test_unknown_extra_metric_retries_with_sections_only_and_keeps_the_raw_csv(tmp_path):
+    fixture = tmp_path / FIXTURE.name  # beside the fake ncu, whose folder the sandbox shows (it masks the checkout)
+    fixture.write_text(FIXTURE.read_text())
     ncu = fake_ncu(tmp_path, f"""\
         if "--metrics" in args:
             print("==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_"
                   "sustained_active")
             sys.exit(1)
-        open(log, "w").write(open({str(FIXTURE)!r}).read())
+        open(log, "w").write(open({str(fixture)!r}).read())
         open(status, "w").write(json.dumps({{"ok": True, "case": "4096x4096x4096"}}))
     """)
     result = profile_candidate(SEED, "gemm", gpu=H200, ncu=ncu, out_dir=tmp_path / "profiles")

@@ -191,8 +191,7 @@ def test_a_masked_folder_on_the_import_path_stays_masked_and_a_task_file_is_show
 def test_the_folder_avo_runs_in_is_masked_outside_the_home_folder_too(tmp_path, monkeypatch):
     """A project folder outside the home folder and /tmp (here under /var/tmp), avo started in it with a key in its
     `.env` and its virtual environment inside it: the sandbox shows neither the key nor the folder's other files,
-    and Python, avo and the environment's packages still import. Started in avo's own checkout (a folder a worker
-    needs), nothing of it is masked."""
+    and Python, avo and the environment's packages still import."""
     outside = Path("/var/tmp")
     if not (outside.is_dir() and os.access(outside, os.W_OK)):
         pytest.skip("/var/tmp is not writable here")
@@ -213,11 +212,29 @@ def test_the_folder_avo_runs_in_is_masked_outside_the_home_folder_too(tmp_path, 
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert "sk-secret" not in done.stdout and "notes.md" not in done.stdout, done.stdout
         assert "imports dep" in done.stdout, done.stdout + done.stderr
-        checkout = Path(sandbox.__file__).resolve().parents[2]
-        monkeypatch.chdir(checkout)
-        assert ["--tmpfs", str(checkout)] not in runs(sandbox.command(["true"], writable=[box], cwd=box), 2)
     finally:
         shutil.rmtree(project.parent)
+
+
+@needs.bwrap
+def test_avo_started_in_its_own_checkout_shows_its_package_and_nothing_beside_it(tmp_path, monkeypatch):
+    """avo's own checkout, where a developer's `.env` may hold a key: avo started there, the sandbox masks the
+    checkout and binds back its `avo` package alone (and the virtual environment, if it lies there); avo imports."""
+    checkout = Path(sandbox.__file__).resolve().parents[2]
+    if not (checkout / "pyproject.toml").is_file():
+        pytest.skip("avo is installed, not run from a checkout")
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != checkout]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(kept))  # a path naming the checkout would show all of it
+    monkeypatch.chdir(checkout)
+    box = tmp_path / "box"
+    box.mkdir()
+    script = f"ls -A {checkout}; python -c 'import avo.evaluate.sandbox; print(\"imports\")'"
+    cmd = sandbox.command(["sh", "-c", script], writable=[box], cwd=box)
+    assert ["--tmpfs", str(checkout)] in runs(cmd, 2)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    shown = set(done.stdout.split())
+    assert {"avo", "imports"} <= shown, done.stdout + done.stderr
+    assert not {"pyproject.toml", "README.md", "tests", "kernels"} & shown, shown
 
 
 def runs(cmd: list[str], length: int) -> list[list[str]]:
