@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import avo
 from avo.evaluate.result import EvalResult
 import needs
 
@@ -51,16 +52,17 @@ print(json.dumps(shell(ctx, ShellArgs(command=command, timeout_s=30))))
 /proc/PID/environ shows it), the home folder a fake one."""
 
 
-def as_avo(script: str, argument, home: Path):
+def as_avo(script: str, argument, home: Path, cwd: Path | None = None):
     """`script` run as a user's script in a project folder of the (fake) home folder, whose `.env` holds the key too:
-    as `python -m avo` run there would, it puts that folder first on avo's import path."""
+    as `python -m avo` run there would, it puts that folder first on avo's import path. `cwd`: started in that
+    folder instead."""
     project = home / "project"
     project.mkdir(parents=True, exist_ok=True)
     (project / ".env").write_text(f"OPENAI_API_KEY={CANARY}\n")
     entry = project / f"avo_{uuid.uuid4().hex}.py"
     entry.write_text(script)
     env = {**os.environ, "OPENAI_API_KEY": CANARY, "HOME": str(home)}
-    done = subprocess.run([sys.executable, str(entry), json.dumps(argument)], env=env, cwd=project,
+    done = subprocess.run([sys.executable, str(entry), json.dumps(argument)], env=env, cwd=cwd or project,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -213,6 +215,21 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
         for pid in tagged(setting.tag):
             os.kill(pid, 9)
         setting.tmp_file.unlink(missing_ok=True)
+
+
+def test_avo_run_from_its_own_checkout_keeps_what_lies_beside_its_package_from_the_candidate(tmp_path, monkeypatch):
+    """A developer runs avo from its checkout, whose root may hold a `.env`: the candidate that reads the checkout's
+    pyproject.toml finds no such file sandboxed, and reads it unconfined (so the test can tell)."""
+    checkout = Path(avo.__file__).resolve().parents[1]
+    if not (checkout / "pyproject.toml").is_file():
+        pytest.skip("avo is installed, not run from a checkout")
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != checkout]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(kept))  # a path naming the checkout would show all of it
+    folder = candidate(tmp_path / "cands", "reads_checkout", CHECKOUT=checkout)
+    for sandbox, loot in (("on", "LOOT nothing (FileNotFoundError)"), ("off", "LOOT [build-system]")):
+        [raw] = as_avo(EVALUATE, [[str(folder)], str(tmp_path / "runs"), sandbox], tmp_path / "home", cwd=checkout)
+        r = EvalResult.model_validate(raw)
+        assert (r.status, r.rule) == ("compile_error", "compile") and loot in r.message, (sandbox, r.message)
 
 
 @pytest.mark.parametrize("sandbox", ["on", "off"])
