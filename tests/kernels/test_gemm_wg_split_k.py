@@ -91,7 +91,6 @@ def test_the_split_builds_compile_for_hopper_without_spills(variant, tmp_path):
 @pytest.mark.parametrize("variant", ["split", "split+sets"])
 def test_nvrtc_compiles_the_split_builds(variant, tmp_path):
     """The wrapper compiles with NVRTC at run time (nvcc above only for ptxas's resource report)."""
-
     folder, _ = split_k(tmp_path, variant)
     builds = few_split_builds(folder)
     assert len(builds) == (4 if variant == "split" else 2)
