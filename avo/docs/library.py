@@ -18,6 +18,7 @@ from pathlib import Path
 
 from avo.util.atomic import write_text_atomic
 from avo.util.cache import cache_root
+from avo.util.shipped import shipped_dir
 from avo.docs.chunks import SUFFIXES, Chunk
 from avo.docs.index import Hit, Index
 
@@ -28,16 +29,7 @@ log = logging.getLogger("avo.docs")
 def corpus_dir() -> Path:
     """docs_corpus/ beside the package in a checkout (or editable install); in an installed wheel, the copy under
     `<prefix>/share/avo/docs_corpus` (pyproject's data-files)."""
-    import site
-    import sys
-    import sysconfig
-
-    checkout = Path(__file__).resolve().parents[2] / "docs_corpus"
-    prefixes = [sysconfig.get_path("data"), sys.prefix, site.USER_BASE or ""]
-    for candidate in [checkout] + [Path(p) / "share" / "avo" / "docs_corpus" for p in prefixes if p]:
-        if candidate.is_dir():
-            return candidate
-    return checkout
+    return shipped_dir("docs_corpus")
 
 
 @dataclass(frozen=True)

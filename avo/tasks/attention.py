@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
 from avo.tasks.cases import attention_case as _case
 from avo.tasks.workload import Workload, with_workload
+from avo.util.shipped import shipped_dir
 
 TOKENS = 32768
 BENCH_SEQLENS = (4096, 8192, 16384, 32768)
@@ -260,4 +260,4 @@ class AttentionTask:
         return (p["B"], p["Hq"], p["S"], p["D"]), case.dtype
 
     def default_seed(self) -> str:
-        return str(Path(__file__).resolve().parents[2] / "kernels" / "attention" / "triton_fa2")
+        return str(shipped_dir("kernels") / "attention" / "triton_fa2")

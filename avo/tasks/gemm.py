@@ -7,12 +7,12 @@ model (hidden 8192, 64 query heads, 8 KV heads of 128, intermediate 28672), 20 s
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from avo.errors import UserError
 from avo.tasks.base import Case
 from avo.tasks.cases import gemm_case as _case
 from avo.tasks.workload import Workload, with_workload
+from avo.util.shipped import shipped_dir
 
 # Relative-norm bounds, measured on CPU (float64 reference) over M, N, K from 1 to 8192 (odd, tall, skinny):
 #   honest kernel (fp32 accumulation in any order, output rounded): bf16 <= 0.0017, fp16 <= 0.00026;
@@ -135,4 +135,4 @@ class GemmTask:
         return (p["M"], p["N"]), case.dtype
 
     def default_seed(self) -> str:
-        return str(Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "triton_tiled")
+        return str(shipped_dir("kernels") / "gemm" / "triton_tiled")
