@@ -15,10 +15,12 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def shipped_dir(name: str) -> Path:
-    """`name` beside the package where it is there, else the first installed copy; the checkout's path when there is
-    none (so that a message names where it was looked for)."""
+    """`name` beside the package in a checkout (one with avo's pyproject.toml: in site-packages a `kernels` beside it
+    is another distribution's package), else the first installed copy; the checkout's path when there is none (so
+    that a message names where it was looked for)."""
     prefixes = [sysconfig.get_path("data"), sys.prefix, site.USER_BASE or ""]
-    for candidate in [CHECKOUT / name] + [Path(p) / "share" / "avo" / name for p in prefixes if p]:
+    checkout = [CHECKOUT / name] if (CHECKOUT / "pyproject.toml").is_file() else []
+    for candidate in checkout + [Path(p) / "share" / "avo" / name for p in prefixes if p]:
         if candidate.is_dir():
             return candidate
     return CHECKOUT / name

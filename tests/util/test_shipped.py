@@ -50,8 +50,8 @@ def test_an_installed_avo_finds_the_copies_under_its_prefix(tmp_path, monkeypatc
     seed = prefix / "share" / "avo" / "kernels" / "gemm" / "triton_tiled"
     seed.mkdir(parents=True)
     (prefix / "share" / "avo" / "docs_corpus").mkdir()
-    elsewhere.mkdir()
-    monkeypatch.setattr(shipped, "CHECKOUT", elsewhere)  # the package in site-packages: no kernels/ beside it
+    (elsewhere / "kernels").mkdir(parents=True)  # another distribution's package of that name
+    monkeypatch.setattr(shipped, "CHECKOUT", elsewhere)  # the package in site-packages, not in a checkout
     monkeypatch.setattr(shipped.sys, "prefix", str(prefix))
     monkeypatch.setattr(shipped.sysconfig, "get_path", lambda name: str(tmp_path / "nowhere"))
     assert Path(load("gemm").default_seed()) == seed
