@@ -7,7 +7,6 @@ model (hidden 8192, 64 query heads, 8 KV heads of 128, intermediate 28672), 20 s
 
 from __future__ import annotations
 
-
 from avo.errors import UserError
 from avo.tasks.base import Case
 from avo.tasks.cases import gemm_case as _case
