@@ -17,12 +17,16 @@ CI = (ROOT / ".ci" / "run").read_text()
 EDITABLE = re.compile(r"pip install (?:--quiet )?-e '\.\[([\w,]*)\]'")
 
 
-def optional_dependencies() -> dict:
+def pyproject() -> dict:
     try:
         import tomllib
     except ImportError:  # Python 3.10: pytest's own dependency
         import tomli as tomllib
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def optional_dependencies() -> dict:
+    return pyproject()["project"]["optional-dependencies"]
 
 
 @pytest.fixture

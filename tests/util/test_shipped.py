@@ -11,32 +11,23 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_install import ROOT, pyproject
 
 from avo.docs.library import corpus_dir
 from avo.tasks import load
 from avo.util import shipped
 
-ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("kernels", "docs_corpus")
-
-
-def data_files() -> dict[str, list[str]]:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: pytest's own dependency
-        import tomli as tomllib
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
 
 
 def files_in(folder: Path) -> set[str]:
     """Every file under `folder` (bytecode caches aside), as paths relative to the checkout."""
-    return {p.relative_to(ROOT).as_posix() for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {p.relative_to(ROOT).as_posix() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
 
 
 def test_the_data_files_name_every_shipped_file_under_its_own_path():
     named = set()
-    for target, patterns in data_files().items():
+    for target, patterns in pyproject()["tool"]["setuptools"]["data-files"].items():
         for pattern in patterns:
             found = [p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)]
             assert found, f"{pattern} matches nothing"

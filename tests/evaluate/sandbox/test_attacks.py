@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_policy import own_checkout
 
-import avo
 from avo.evaluate.result import EvalResult
 import needs
 
@@ -220,11 +220,7 @@ def test_without_the_sandbox_the_attacks_get_through(tmp_path):
 def test_avo_run_from_its_own_checkout_keeps_what_lies_beside_its_package_from_the_candidate(tmp_path, monkeypatch):
     """A developer runs avo from its checkout, whose root may hold a `.env`: the candidate that reads the checkout's
     pyproject.toml finds no such file sandboxed, and reads it unconfined (so the test can tell)."""
-    checkout = Path(avo.__file__).resolve().parents[1]
-    if not (checkout / "pyproject.toml").is_file():
-        pytest.skip("avo is installed, not run from a checkout")
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != checkout]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(kept))  # a path naming the checkout would show all of it
+    checkout = own_checkout(monkeypatch)
     folder = candidate(tmp_path / "cands", "reads_checkout", CHECKOUT=checkout)
     for sandbox, loot in (("on", "LOOT nothing (FileNotFoundError)"), ("off", "LOOT [build-system]")):
         [raw] = as_avo(EVALUATE, [[str(folder)], str(tmp_path / "runs"), sandbox], tmp_path / "home", cwd=checkout)

@@ -20,6 +20,7 @@ from avo.evaluate.plausible import impossible
 from avo.evaluate.result import CaseResult, EvalResult
 from avo.gpus import PROFILES
 from avo.evaluate import sandbox
+from avo.util import shipped
 import needs
 
 
@@ -220,11 +221,7 @@ def test_the_folder_avo_runs_in_is_masked_outside_the_home_folder_too(tmp_path, 
 def test_avo_started_in_its_own_checkout_shows_its_package_and_nothing_beside_it(tmp_path, monkeypatch):
     """avo's own checkout, where a developer's `.env` may hold a key: avo started there, the sandbox masks the
     checkout and binds back its `avo` package alone (and the virtual environment, if it lies there); avo imports."""
-    checkout = Path(sandbox.__file__).resolve().parents[2]
-    if not (checkout / "pyproject.toml").is_file():
-        pytest.skip("avo is installed, not run from a checkout")
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != checkout]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(kept))  # a path naming the checkout would show all of it
+    checkout = own_checkout(monkeypatch)
     monkeypatch.chdir(checkout)
     box = tmp_path / "box"
     box.mkdir()
@@ -235,6 +232,17 @@ def test_avo_started_in_its_own_checkout_shows_its_package_and_nothing_beside_it
     shown = set(done.stdout.split())
     assert {"avo", "imports"} <= shown, done.stdout + done.stderr
     assert not {"pyproject.toml", "README.md", "tests", "kernels"} & shown, shown
+
+
+def own_checkout(monkeypatch) -> Path:
+    """avo's checkout, which the test is to start avo in, with PYTHONPATH cleared of it (a path naming it would show
+    all of it); the test skips where avo is installed rather than run from one."""
+    if not (shipped.CHECKOUT / "pyproject.toml").is_file():
+        pytest.skip("avo is installed, not run from a checkout")
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != shipped.CHECKOUT]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(kept))
+    return shipped.CHECKOUT
 
 
 def runs(cmd: list[str], length: int) -> list[list[str]]:
