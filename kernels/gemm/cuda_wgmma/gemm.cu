@@ -50,7 +50,8 @@
 //     32-column boxes in the 64-byte swizzle, one wgmma of 160 columns spans them in whole atoms, and C is stored
 //     from the registers. kernel.py weighs it where 160 divides N into waves that fill the SMs (WIDTH_160):
 //     256 x 10240 x 8192 is 128 tiles of 128 x 160, one wave walking all of K, where 128 x 320 tiles are 64 and
-//     split in two.
+//     split in two. The same for the few-token tiles' widths that fit N's tiles into one wave (80, 96, 112: B in
+//     16- or 32-column boxes): 64 x 10240 x 8192 is 128 tiles of 64 x 80, where 64 x 128 tiles are 80.
 //   - split-K (`splits` > 1, chosen per shape by kernel.py): when the output tiles are too few to fill the SMs (few
 //     tokens, long K), each tile's K range is cut into `splits` parts, one work unit each. A unit's consumer writes
 //     its fp32 partial to a workspace in its own register order (coalesced, no shared memory), and the consumer
@@ -151,9 +152,10 @@ __host__ __device__ constexpr int edge_rows(int M) {  // A's rows an edge row lo
     return EDGE_ANY ? (M % BLOCK_M + 7) / 8 * 8 : EDGE_ROWS;
 }
 // B arrives as BLOCK_N / B_COLS boxes of BLOCK_K x B_COLS: 64 columns in the 128-byte swizzle, or for a width that
-// is no multiple of 64 (160: five boxes) 32 columns in the 64-byte swizzle (an [N, K] B: boxes of B_COLS rows of 128
-// bytes, in the 128-byte swizzle either way), so that one wgmma spans the tile in whole swizzle atoms.
-constexpr int B_COLS = BLOCK_N % 64 ? 32 : 64;
+// is no multiple of 64 32 columns in the 64-byte swizzle (96: three boxes, 160: five), or for one that is no multiple
+// of 32 16 columns in the 32-byte swizzle (80: five, 112: seven); an [N, K] B in boxes of B_COLS rows of 128 bytes,
+// in the 128-byte swizzle whatever the width. One wgmma spans the tile in whole swizzle atoms.
+constexpr int B_COLS = BLOCK_N % 64 == 0 ? 64 : BLOCK_N % 32 == 0 ? 32 : 16;
 constexpr int B_SWIZZLE = B_COLS * 2;  // bytes per swizzled row of an N-major B box in shared memory
 constexpr int B_BOX_BYTES = BLOCK_K * B_COLS * 2;
 constexpr int B_BYTES = B_BOX_BYTES * (BLOCK_N / B_COLS);
@@ -176,9 +178,10 @@ constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 256 : 232;
 // of dynamic shared memory.
 
 static_assert(WG_M % 64 == 0 && SUB_M >= 1 && SUB_M <= 2, "a consumer's rows (BLOCK_M / STORERS) must be 64 or 128");
-static_assert((BLOCK_N % 64 == 0 || BLOCK_N == 160) && BLOCK_N <= 320,
-              "BLOCK_N must be 64, 128, 160, 192, 256 or 320");
-static_assert(!TMA_STORE || BLOCK_N % 64 == 0, "TMA stores C in 64 x 64 boxes: a 160-wide tile stores from registers");
+static_assert(BLOCK_N % 64 == 0 ? BLOCK_N <= 320 : BLOCK_N % 16 == 0 && BLOCK_N < 256,
+              "BLOCK_N must be a multiple of 64 up to 320, or of 16 under 256 (one wgmma: 80, 96, 112, 160)");
+static_assert(!TMA_STORE || BLOCK_N % 64 == 0,
+              "TMA stores C in 64 x 64 boxes: a tile of a width no multiple of 64 stores from registers");
 static_assert(ACC_SETS == 1 || ACC_SETS == 2, "ACC_SETS must be 1 or 2");
 static_assert(!WG_SPLIT_K || CONSUMERS == 2, "WG_SPLIT_K splits a unit's K-steps between two consumers");
 static_assert(SUB_M * ACC % RED_ROUNDS == 0, "RED_ROUNDS divides a consumer's accumulators");

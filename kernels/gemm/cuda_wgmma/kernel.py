@@ -4,7 +4,8 @@ fp32 accumulation, any M, N, K >= 1.
 
 gemm.cu holds the kernel and says why it is fast; this file picks a configuration per shape (the table below),
 builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle, or B in 64 x 32
-boxes in the 64-byte swizzle for the 160-wide tile; C's boxes of 64 x 64 for the TMA store), launches one block per
+boxes in the 64-byte swizzle for the 96- and 160-wide tiles, 64 x 16 in the 32-byte one for 80 and 112; C's boxes of
+64 x 64 for the TMA store), launches one block per
 SM (or per work unit, when there are fewer), and passes the tunables to the compiler as -D defines. Shapes whose
 rows are not 16-byte aligned (K or N not a multiple of 8) go to a simple kernel (simple.cu): TMA cannot address them.
 """
@@ -89,6 +90,10 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    (BENCHMARKS.md), over 13 shapes of 1 to 100 rows 0.972x cuBLAS against 0.875 for the whole box: 66 x 4096 x 8192
 #    0.963 against 0.676, 96 x 4096 x 8192 1.090 against 0.834, 8 x 6144 x 14336 0.963 against 0.873; the shapes
 #    with no such row (48 and 64 rows) as before.
+#    WAVE_N: where the 64 x 128 tiles run one wave, unsplit, with SMs idle, and the 64 x 64 ones would run past one
+#    wave, a tile this wide (80, 96 or 112: one wgmma, B in 16- or 32-column boxes, gemm.cu) whose tiles fill more of
+#    the wave: 64 x 10240 x 8192 is 128 tiles of 64 x 80 (or 107 of 64 x 96, as cuBLAS runs it), against 80 of
+#    64 x 128. Each SM then streams less of B. WAVE_STAGES deep. Not yet timed: 0 (off).
 FEW_ROWS = 128  # avo: tune 0 64 128
 # FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
 # as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
@@ -124,6 +129,8 @@ FEW = dict(
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
     CLUSTER_N=1,  # avo: tune 1 2 bucket=few
     EDGE=True,  # avo: tune False True bucket=few
+    WAVE_N=0,  # avo: tune 0 80 96 112 bucket=few
+    WAVE_STAGES=8,  # avo: tune 6 8 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
 #    SMs busy, each weighed by its throughput against the widest at equal fill (WIDTH_RATE: a narrower tile loads
@@ -322,8 +329,9 @@ class _Build:
         self.storers = 1 if wg_split_k else consumers
         # with wg_split_k the second consumer's sum is handed over in red_rounds rounds (gemm.cu's RED_ROUNDS)
         red_rounds = red_rounds if wg_split_k else 1
-        # B's boxes: 64 columns (or rows of an [N, K] B), or 32 where the width is no multiple of 64 (gemm.cu's B_COLS)
-        self.b_cols = 64 if block_n % 64 == 0 else 32
+        # B's boxes: 64 columns (or rows of an [N, K] B), or 32 where the width is no multiple of 64, or 16 where it
+        # is no multiple of 32 (gemm.cu's B_COLS)
+        self.b_cols = 64 if block_n % 64 == 0 else 32 if block_n % 32 == 0 else 16
         stages = self.fitting(block_m, block_n, stages, staged, self.storers, wg_split_k, red_rounds)
         self.smem = stages * self.stage_bytes(block_m, block_n) + self.fixed_bytes(block_m, block_n, staged,
                                                                                   self.storers, wg_split_k, red_rounds)
@@ -423,6 +431,7 @@ _NARROW = _narrow(FEW["NARROW_STAGES"])
 _FEW_M64 = _FEW if FEW["STAGES_M64"] == FEW["STAGES"] else _few_build(FEW["BLOCK_N"], FEW["STAGES_M64"])
 _NARROW_M64 = _narrow(FEW["NARROW_STAGES_M64"])
 _NARROW_FULL_M64 = _narrow(FEW["NARROW_FULL_STAGES_M64"])
+_WAVE = _few_build(FEW["WAVE_N"], FEW["WAVE_STAGES"]) if FEW["WAVE_N"] else None
 
 
 def _rounds(width: int, split: int) -> int:
@@ -663,6 +672,9 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
             build = narrow  # NARROW_SPLIT: more units of them split in K
         elif M <= FEW["NARROW_WAVES"] and count > slots and -(-count // slots) < 2 * -(-tiles(build) // slots):
             return Plan(full, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
+    if few and _WAVE is not None and k_parts(build) == 1 and tiles(build) < tiles(_WAVE) <= sms and \
+            (narrow is None or tiles(narrow) > sms):
+        return Plan(_WAVE, tiles(_WAVE), tiles(_WAVE), 1)  # WAVE_N: one wave of narrower tiles, filling more SMs
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
         return Plan(build, units, 0, splits)
@@ -752,7 +764,7 @@ def _launcher(a, b, c, k_major: bool):
     # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS), or any part (EDGE_ANY)
     edge_box = build.edge_box(M)
     edge = tensor_map(a, box=(edge_box, BLOCK_K)) if edge_box else map_a
-    # B in boxes of BLOCK_K x b_cols columns (the 64-byte swizzle for 32), or an [N, K] B in boxes of b_cols of its
+    # B in boxes of BLOCK_K x b_cols columns (the 64- or 32-byte swizzle for 32 or 16), or an [N, K] B in boxes of b_cols of its
     # rows by BLOCK_K, by the build's B_K_MAJOR twin.
     cols = build.b_cols
     map_b = tensor_map(b.t(), box=(cols, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, cols), swizzle=2 * cols)
