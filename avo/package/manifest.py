@@ -4,10 +4,9 @@ and what the package needs installed."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from avo import extras
 from avo.errors import UserError
+from avo.util.shipped import CHECKOUT
 
 FORMAT = "avo-package"
 TORCH = "torch>=2.4"
@@ -45,7 +44,7 @@ def _checkout_extra(extra: str) -> list[str]:
         import tomllib
     except ImportError:  # Python 3.10
         return []
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    pyproject = CHECKOUT / "pyproject.toml"
     try:
         project = tomllib.loads(pyproject.read_text()).get("project", {})
     except (OSError, tomllib.TOMLDecodeError):
