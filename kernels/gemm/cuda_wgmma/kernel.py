@@ -93,7 +93,11 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    WAVE_N: where the 64 x 128 tiles run one wave, unsplit, with SMs idle, and the 64 x 64 ones would run past one
 #    wave, a tile this wide (80, 96 or 112: one wgmma, B in 16- or 32-column boxes, gemm.cu) whose tiles fill more of
 #    the wave: 64 x 10240 x 8192 is 128 tiles of 64 x 80 (or 107 of 64 x 96, as cuBLAS runs it), against 80 of
-#    64 x 128. Each SM then streams less of B. WAVE_STAGES deep. Not yet timed: 0 (off).
+#    64 x 128. Each SM then streams less of B. WAVE_STAGES deep. Side by side on an H100 (BENCHMARKS.md) they lost
+#    at 8 of 9 such shapes of 1 to 64 rows: 64 x 10240 x 8192 1.057x cuBLAS for the plan's 80 tiles of 64 x 128,
+#    1.015 for 107 of 64 x 96, 0.905 for 128 of 64 x 80, 0.712 for 92 of 64 x 112 (B's 16-column boxes, the
+#    32-byte swizzle: slow to load); 64 x 96 won at 48 x 12288 x 4096 (128 tiles, 1.052 against 1.034) and lost
+#    at 64 x 11008 x 4096 (115, 0.933 against 0.973). The H200 has not timed them: 0 (off), 96 the one to try.
 FEW_ROWS = 128  # avo: tune 0 64 128
 # FEW_LARGE_STEPS: past 64 rows the 128-row tiles split in K (rule 3) take a shape instead where they make at least
 # as many work units as the few-token tiles, each at least FEW_LARGE_STEPS K-steps long: at equal parallelism a
@@ -129,7 +133,7 @@ FEW = dict(
     WG_SPLIT_K=True,  # avo: tune False True bucket=few
     CLUSTER_N=1,  # avo: tune 1 2 bucket=few
     EDGE=True,  # avo: tune False True bucket=few
-    WAVE_N=0,  # avo: tune 0 80 96 112 bucket=few
+    WAVE_N=0,  # avo: tune 0 96 bucket=few
     WAVE_STAGES=8,  # avo: tune 6 8 bucket=few
 )
 # 2. Otherwise BLOCK_M rows, and of the widths BLOCK_N, 192 and 128 (FIT_WIDTHS) the one whose waves keep the most
