@@ -84,6 +84,13 @@ WITH_SHORT = {
 }
 
 
+# From 129 to 256 rows, the shape where a width's 128-row tiles make one wave at least WAVE_FILL full: 128 whole
+# tiles of 128 x 128, in place of 64 of 128 x 256 in 2 parts (WITH_TAIL).
+WITH_WAVE_FILL = {
+    "256x8192x28672": (128, 128, 128, 128, 1),
+}
+
+
 # The few-token shapes whose 64 x 64 tiles fill one wave (rule 1's NARROW): 128 whole tiles each, no split; and
 # past one wave, the one whose 64 x 64 tiles' waves end sooner (NARROW_WAVES): 7 of 896 against 4 of 448.
 WITH_NARROW = {
@@ -99,9 +106,17 @@ def seed_globals(**knobs) -> dict:
     return g
 
 
+def no_wave_fill(**knobs) -> dict:
+    """The seed's plan as before one wave of whole tiles took the shapes up to 256 rows (ROWS256's WAVE_FILL 0),
+    with `knobs` set."""
+    g = seed_globals(**knobs)
+    g["ROWS256"] = dict(g["ROWS256"], WAVE_FILL=0.0)
+    return g
+
+
 def without_320(**knobs) -> dict:
     """The seed's plan as before the 320-wide tiles (WIDTH_320 False, SHORT_N 0), with `knobs` set."""
-    g = seed_globals(_SHORT=None, **knobs)
+    g = no_wave_fill(_SHORT=None, **knobs)
     for builds in ("_LARGE", "_ROWS256"):
         g[builds] = {width: build for width, build in g[builds].items() if width != 320}
     return g
@@ -133,19 +148,29 @@ def planned(g: dict, case) -> tuple:
 def test_the_tables_name_every_bench_and_wide_shape():
     assert {case.name for case in cases("bench", "wide")} == set(BEFORE)
     assert set(WITH_TAIL) < set(BEFORE) and set(WITH_STREAM) < set(BEFORE) and set(WITH_NARROW) < set(BEFORE)
-    assert set(WITH_320) < set(BEFORE) and set(WITH_SHORT) < set(BEFORE)
+    assert set(WITH_320) < set(BEFORE) and set(WITH_SHORT) < set(BEFORE) and set(WITH_WAVE_FILL) < set(BEFORE)
+
+
+def with_short(name: str):
+    """The plan of case `name` with the short tile and every rule before it."""
+    expected = WITH_NARROW.get(name, WITH_STREAM.get(name, WITH_TAIL.get(name, BEFORE[name])))
+    return WITH_SHORT.get(name, WITH_320.get(name, expected))
+
+
+@pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
+def test_one_wave_of_whole_tiles_changes_only_the_shapes_up_to_256_rows_it_fills(case):
+    assert planned(seed_globals(), case) == WITH_WAVE_FILL.get(case.name, with_short(case.name))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_short_tile_changes_only_the_shapes_whose_one_wave_it_fills_whole(case):
-    expected = WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
-    assert planned(seed_globals(), case) == WITH_SHORT.get(case.name, WITH_320.get(case.name, expected))
+    assert planned(no_wave_fill(), case) == with_short(case.name)
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_320_wide_tile_changes_only_the_shapes_whose_waves_it_divides_better(case):
     expected = WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
-    assert planned(seed_globals(_SHORT=None), case) == WITH_320.get(case.name, expected)
+    assert planned(no_wave_fill(_SHORT=None), case) == WITH_320.get(case.name, expected)
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)

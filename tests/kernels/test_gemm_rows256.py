@@ -26,6 +26,8 @@ SHAPES = {
     (256, 21504, 8192): (256, "tail"),
     (160, 6144, 8192): (192, "split"),
     (256, 9216, 8192): (320, "split"),
+    (136, 8192, 14336): (128, "whole"),   # one wave of whole tiles (WAVE_FILL), ragged rows
+    (200, 18944, 18944): (320, "whole"),  # the same, 120 tiles of 128 x 320
 }
 
 
@@ -46,12 +48,32 @@ def test_the_rows256_entry_takes_its_own_builds_up_to_256_rows_only():
         assert id(SEED["plan"](m, n, k, 132).build) not in own, (m, n, k)  # the few-token bucket and the next
 
 
-def test_the_entry_is_four_knobs_the_heuristic_tunes_for_its_bucket(tmp_path):
+def test_the_entry_is_five_knobs_the_heuristic_tunes_for_its_bucket(tmp_path):
     names = {k.name for k in parse_knobs((FOLDER / "kernel.py").read_text()) if k.bucket == "rows256"}
-    assert names == {"STAGES@rows256", "EPILOGUE_SPLIT@rows256", "MMA_LAG@rows256", "CLUSTER_N@rows256"}
+    assert names == {"STAGES@rows256", "EPILOGUE_SPLIT@rows256", "MMA_LAG@rows256", "CLUSTER_N@rows256",
+                     "WAVE_FILL@rows256"}
     _, gemm = seed_with(tmp_path, {"STAGES@rows256": 3, "EPILOGUE_SPLIT@rows256": 1, "MMA_LAG@rows256": False})
     g = gemm.__globals__
     assert all(g["_ROWS256"][n] is g["_LARGE"][n] for n in g["_LARGE"])  # the entry off: one set of builds
+
+
+def test_one_wave_of_whole_tiles_up_to_256_rows_replaces_a_split_but_not_by_the_short_tile(tmp_path):
+    """WAVE_FILL: where one of the entry's widths makes one wave of 128-row tiles at least 90% full, the plan runs them
+    whole rather than split a wider tile; at 0 the splits of before. The short tile keeps its own rule."""
+    assert SEED["ROWS256"]["WAVE_FILL"] == 0.9
+    off = seed_with(tmp_path, {"WAVE_FILL@rows256": 0.0}, "off")[1].__globals__
+    for (m, n, k), (width, tiles) in {(256, 8192, 28672): (128, 128), (129, 8192, 14336): (128, 128),
+                                      (224, 18944, 28672): (320, 120), (136, 18944, 18944): (320, 120)}.items():
+        planned, before = SEED["plan"](m, n, k, 132), off["plan"](m, n, k, 132)
+        assert (planned.build.block_m, planned.build.block_n, planned.tiles, work(planned)) == \
+            (128, width, tiles, "whole"), (m, n, k)
+        assert planned.build is SEED["_ROWS256"][width] and work(before) != "whole", (m, n, k, before)
+    # under 90% of a wave (112 tiles of 128 x 128), past 256 rows, and where only the short tile makes one wave
+    for shape in ((256, 7168, 28672), (384, 8192, 28672), (256, 10240, 28672)):
+        planned, before = SEED["plan"](*shape, 132), off["plan"](*shape, 132)
+        assert (planned.build.block_m, planned.build.block_n, planned.tiles, planned.whole, planned.splits) == \
+            (before.build.block_m, before.build.block_n, before.tiles, before.whole, before.splits), shape
+    assert work(SEED["plan"](256, 10240, 28672, 132)) == "split"
 
 
 @needs.nvcc

@@ -239,12 +239,22 @@ TMA_STORE = True  # avo: tune False True
 #     the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096), and MMA_LAG on the 3-stage
 #     320-wide tile 2-5% at any row count: the other entries keep the builds above. CLUSTER_N: 2 runs these tiles
 #     in pairs along N, sharing A as the few-token tiles' CLUSTER_N does (cuBLAS runs 128 x 128 tiles in pairs at
-#     256 x 8192 x 28672); not yet timed: 1 (off).
+#     256 x 8192 x 28672); not yet timed: 1 (off). WAVE_FILL: where one of the entry's widths makes one wave of
+#     128-row tiles at least this full, it runs them whole, the fastest such width by rule 2's estimate, rather than
+#     split a wider tile in K or split a tail (the short tile keeps its own rule, SHORT_FILL). The estimate charges
+#     a split part PARTIAL_STEPS and nothing for the reduction's wait; at these rows one unsplit wave reads each B
+#     panel once and reduces nothing. Side by side on an H100 (BENCHMARKS.md), over 15 shapes of 129 to 256 rows
+#     that it moves (N 8192 or 18944, K from 14336), 8 of them not tuned on: 0.920 -> 0.981x cuBLAS on those 8
+#     (224 x 18944 x 28672 0.863 -> 0.982 with 120 tiles of 128 x 320, 256 x 8192 x 14336 0.931 -> 0.993 with 128
+#     of 128 x 128), every one of the 15 ahead; the wide suite's 256 x 8192 x 28672 0.976 -> 1.005-1.009. Taking
+#     the short tile too, it lost at 256 and 200 x 10240 x 28672 (1.007 -> 0.975, 1.030 -> 0.997), so it leaves that
+#     tile to its own rule: 0.9.
 ROWS256 = dict(
     STAGES=4,  # avo: tune 3 4 bucket=rows256
     EPILOGUE_SPLIT=2,  # avo: tune 1 2 4 bucket=rows256
     MMA_LAG=True,  # avo: tune False True bucket=rows256
     CLUSTER_N=1,  # avo: tune 1 2 bucket=rows256
+    WAVE_FILL=0.9,  # avo: tune 0.0 0.9 bucket=rows256
 )
 # EDGE_ANY: a last tile row holding any part of a tile of M (not only half a tile or less, as gemm.cu's EDGE_ROWS
 # does) loads only its rows of A, rounded up to 8, through a box of that many (gemm.cu's edge_rows): 200 rows on the
@@ -667,6 +677,11 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     full = _NARROW_FULL_M64 if FEW["NARROW_FULL_FROM"] <= M <= 64 else narrow  # the whole ones' ring (NARROW_FULL_*)
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
+        return Plan(build, tiles(build), tiles(build), 1)
+    waves = [b for b in _ROWS256.values() if ROWS256["WAVE_FILL"] * sms <= tiles(b) * b.cluster <= sms] \
+        if rows256 and ROWS256["WAVE_FILL"] else []
+    if waves:  # WAVE_FILL: one wave of whole tiles, at least that full, of the fastest width that makes one
+        build = min(waves, key=whole_time)
         return Plan(build, tiles(build), tiles(build), 1)
     if few and narrow is not None:  # rule 1's choices of the 64 x 64 tiles (in units of a cluster's tiles)
         count, slots = tiles(narrow), sms // narrow.cluster
