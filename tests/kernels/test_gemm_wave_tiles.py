@@ -58,9 +58,9 @@ def test_a_forced_plan_takes_the_work_asked_for():
 
 
 def test_a_wave_width_is_weighed_only_where_the_64_x_128_tiles_leave_sms_idle_in_one_unsplit_wave(tmp_path):
-    """Off by default (on an H100 they lost, BENCHMARKS.md); on, the plan takes the narrower tile where its tiles fill more of one wave
-    than the 64 x 128 tiles, which then run unsplit, and the 64 x 64 ones would run past it; elsewhere the plan it has
-    without the knob."""
+    """Off by default (on an H100 they lost, BENCHMARKS.md); on, the plan takes the narrower tile where its tiles
+    fill more of one wave than the 64 x 128 tiles, which then run unsplit, and the 64 x 64 ones would run past it;
+    elsewhere the plan it has without the knob."""
     shipped = load_entry(SEED, "gemm").__globals__
     assert shipped["FEW"]["WAVE_N"] == 0 and shipped["_WAVE"] is None
     others = ((64, 8192, 8192), (64, 57344, 8192), (64, 4096, 8192), (64, 8192, 28672), (256, 10240, 8192),

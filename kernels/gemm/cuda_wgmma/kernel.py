@@ -783,8 +783,8 @@ def _launcher(a, b, c, k_major: bool):
     # A's last tile row where it holds half a tile of rows or fewer (gemm.cu's EDGE_ROWS), or any part (EDGE_ANY)
     edge_box = build.edge_box(M)
     edge = tensor_map(a, box=(edge_box, BLOCK_K)) if edge_box else map_a
-    # B in boxes of BLOCK_K x b_cols columns (the 64- or 32-byte swizzle for 32 or 16), or an [N, K] B in boxes of b_cols of its
-    # rows by BLOCK_K, by the build's B_K_MAJOR twin.
+    # B in boxes of BLOCK_K x b_cols columns (the 64- or 32-byte swizzle for 32 or 16), or an [N, K] B in boxes of
+    # b_cols of its rows by BLOCK_K, by the build's B_K_MAJOR twin.
     cols = build.b_cols
     map_b = tensor_map(b.t(), box=(cols, BLOCK_K)) if k_major else tensor_map(b, box=(BLOCK_K, cols), swizzle=2 * cols)
     module = build.k_major() if k_major else build.module
