@@ -5,9 +5,9 @@ fp32 accumulation, any M, N, K >= 1.
 gemm.cu holds the kernel and says why it is fast; this file picks a configuration per shape (the table below),
 builds the TMA tensor maps of A and B (boxes of BLOCK_M x 64 and 64 x 64 elements, 128-byte swizzle, or B in 64 x 32
 boxes in the 64-byte swizzle for the 96- and 160-wide tiles, 64 x 16 in the 32-byte one for 80 and 112; C's boxes of
-64 x 64 for the TMA store), launches one block per
-SM (or per work unit, when there are fewer), and passes the tunables to the compiler as -D defines. Shapes whose
-rows are not 16-byte aligned (K or N not a multiple of 8) go to a simple kernel (simple.cu): TMA cannot address them.
+64 x 64 for the TMA store), launches one block per SM (or per work unit, when there are fewer), and passes the
+tunables to the compiler as -D defines. Shapes whose rows are not 16-byte aligned (K or N not a multiple of 8) go to
+a simple kernel (simple.cu): TMA cannot address them.
 """
 
 import math
