@@ -151,10 +151,14 @@ def test_the_tables_name_every_bench_and_wide_shape():
     assert set(WITH_320) < set(BEFORE) and set(WITH_SHORT) < set(BEFORE) and set(WITH_WAVE_FILL) < set(BEFORE)
 
 
+def with_narrow(name: str):
+    """The plan of case `name` with the rules up to the few-token tiles' own (the tail, stream-K, NARROW)."""
+    return WITH_NARROW.get(name, WITH_STREAM.get(name, WITH_TAIL.get(name, BEFORE[name])))
+
+
 def with_short(name: str):
     """The plan of case `name` with the short tile and every rule before it."""
-    expected = WITH_NARROW.get(name, WITH_STREAM.get(name, WITH_TAIL.get(name, BEFORE[name])))
-    return WITH_SHORT.get(name, WITH_320.get(name, expected))
+    return WITH_SHORT.get(name, WITH_320.get(name, with_narrow(name)))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
@@ -169,14 +173,12 @@ def test_the_short_tile_changes_only_the_shapes_whose_one_wave_it_fills_whole(ca
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_the_320_wide_tile_changes_only_the_shapes_whose_waves_it_divides_better(case):
-    expected = WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
-    assert planned(no_wave_fill(_SHORT=None), case) == WITH_320.get(case.name, expected)
+    assert planned(no_wave_fill(_SHORT=None), case) == WITH_320.get(case.name, with_narrow(case.name))
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)
 def test_stream_k_changes_only_the_shapes_whose_waves_it_evens_out(case):
-    assert planned(without_320(), case) == \
-        WITH_NARROW.get(case.name, WITH_STREAM.get(case.name, WITH_TAIL.get(case.name, BEFORE[case.name])))
+    assert planned(without_320(), case) == with_narrow(case.name)
 
 
 @pytest.mark.parametrize("case", cases("bench", "wide"), ids=lambda c: c.name)

@@ -662,11 +662,13 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     def whole_time(build: _Build) -> float:  # rule 2's fill of the waves and padding past N, at the width's rate
         return _time(build, tiles(build), tiles(build), 1, k_steps, sms // build.cluster)
 
+    def one_wave(build: _Build, fill: float) -> bool:  # its tiles' blocks make one wave, at least `fill` of it
+        return fill * sms <= tiles(build) * build.cluster <= sms
+
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
     rows256 = bucket(M, N, K) == "rows256"
     builds = list((_ROWS256 if rows256 else _LARGE).values())
-    if _SHORT is not None and rows256 and K >= SHORT_MIN_K and \
-            (not SHORT_FILL or SHORT_FILL * sms <= tiles(_SHORT) <= sms):
+    if _SHORT is not None and rows256 and K >= SHORT_MIN_K and (not SHORT_FILL or one_wave(_SHORT, SHORT_FILL)):
         builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full, K long enough
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
@@ -678,7 +680,7 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
-    waves = [b for b in _ROWS256.values() if ROWS256["WAVE_FILL"] * sms <= tiles(b) * b.cluster <= sms] \
+    waves = [b for b in _ROWS256.values() if one_wave(b, ROWS256["WAVE_FILL"])] \
         if rows256 and ROWS256["WAVE_FILL"] else []
     if waves:  # WAVE_FILL: one wave of whole tiles, at least that full, of the fastest width that makes one
         build = min(waves, key=whole_time)
@@ -691,8 +693,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
             build = narrow  # NARROW_SPLIT: more units of them split in K
         elif M <= FEW["NARROW_WAVES"] and count > slots and -(-count // slots) < 2 * -(-tiles(build) // slots):
             return Plan(full, count, count, 1)  # NARROW_WAVES: more waves, half as long, all whole
-    if few and _WAVE is not None and k_parts(build) == 1 and tiles(build) < tiles(_WAVE) <= sms and \
-            (narrow is None or tiles(narrow) > sms):
+    if few and _WAVE is not None and k_parts(build) == 1 and tiles(build) < tiles(_WAVE) and one_wave(_WAVE, 0) \
+            and (narrow is None or not one_wave(narrow, 0)):
         return Plan(_WAVE, tiles(_WAVE), tiles(_WAVE), 1)  # WAVE_N: one wave of narrower tiles, filling more SMs
     units, splits = tiles(build), k_parts(build)
     if splits > 1:
