@@ -256,6 +256,12 @@ ROWS256 = dict(
     CLUSTER_N=1,  # avo: tune 1 2 bucket=rows256
     WAVE_FILL=0.9,  # avo: tune 0.0 0.9 bucket=rows256
 )
+# 2c. From 257 to 1024 rows (bucket rows1024), WAVE_FILL as above, over the 128-row builds of the larger shapes: where
+#     one of their widths makes one wave of whole tiles at least this full, it runs them rather than split K or a
+#     tail. Not yet timed: 0 (off).
+ROWS1024 = dict(
+    WAVE_FILL=0.0,  # avo: tune 0.0 0.8 0.85 bucket=rows1024
+)
 # EDGE_ANY: a last tile row holding any part of a tile of M (not only half a tile or less, as gemm.cu's EDGE_ROWS
 # does) loads only its rows of A, rounded up to 8, through a box of that many (gemm.cu's edge_rows): 200 rows on the
 # 128-row tiles load 72 of the second tile row's 128, 48 rows on the 64-row tiles 48 of 64. TMA's fill past M ran
@@ -680,8 +686,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
-    waves = [b for b in _ROWS256.values() if one_wave(b, ROWS256["WAVE_FILL"])] \
-        if rows256 and ROWS256["WAVE_FILL"] else []
+    fill = ROWS256["WAVE_FILL"] if rows256 else ROWS1024["WAVE_FILL"] if bucket(M, N, K) == "rows1024" else 0
+    waves = [b for b in (_ROWS256 if rows256 else _LARGE).values() if one_wave(b, fill)] if fill else []
     if waves:  # WAVE_FILL: one wave of whole tiles, at least that full, of the fastest width that makes one
         build = min(waves, key=whole_time)
         return Plan(build, tiles(build), tiles(build), 1)
