@@ -256,11 +256,16 @@ ROWS256 = dict(
     CLUSTER_N=1,  # avo: tune 1 2 bucket=rows256
     WAVE_FILL=0.9,  # avo: tune 0.0 0.9 bucket=rows256
 )
-# 2c. From 257 to 1024 rows (bucket rows1024), WAVE_FILL as above, over the 128-row builds of the larger shapes: where
-#     one of their widths makes one wave of whole tiles at least this full, it runs them rather than split K or a
-#     tail. Not yet timed: 0 (off).
+# 2c. From 257 to 1024 rows (bucket rows1024), WAVE_FILL as above, over the larger shapes' 128 x 128 tile only: where
+#     its tiles make one wave at least this full, it runs them whole rather than split K or a tail. It moves 36 of
+#     1152 enumerated shapes (320 to 1024 rows, N 2048 to 5120, K from 14336), each from 128 x 256 tiles split in 2.
+#     Side by side on an H100 (BENCHMARKS.md) it gained at all 17 such shapes timed, 2-8%, 9 of them not tuned on:
+#     0.946 -> 0.995x cuBLAS on those (512 x 3584 x 14336 0.902 -> 0.973, 320 x 4608 x 14336 1.135 -> 1.232). The
+#     wider tiles' one wave lost as often as it won (512 x 5120 x 14336 0.947 -> 0.882 on 108 of 128 x 192, 384 x
+#     12288 x 14336 0.904 -> 0.938 on 117 of 128 x 320): not taken. At 0.8, 85% full waves (512 x 3584 x 18944 0.924
+#     -> 0.975, 896 x 2048 x 18944 0.935 -> 0.982) are among them.
 ROWS1024 = dict(
-    WAVE_FILL=0.0,  # avo: tune 0.0 0.8 0.85 bucket=rows1024
+    WAVE_FILL=0.8,  # avo: tune 0.0 0.8 0.9 bucket=rows1024
 )
 # EDGE_ANY: a last tile row holding any part of a tile of M (not only half a tile or less, as gemm.cu's EDGE_ROWS
 # does) loads only its rows of A, rounded up to 8, through a box of that many (gemm.cu's edge_rows): 200 rows on the
@@ -687,7 +692,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
     fill = ROWS256["WAVE_FILL"] if rows256 else ROWS1024["WAVE_FILL"] if bucket(M, N, K) == "rows1024" else 0
-    waves = [b for b in (_ROWS256 if rows256 else _LARGE).values() if one_wave(b, fill)] if fill else []
+    waves = [b for b in (_ROWS256 if rows256 else _LARGE).values()  # past 256 rows the 128-wide tile's only
+             if one_wave(b, fill) and (rows256 or b.block_n == 128)] if fill else []
     if waves:  # WAVE_FILL: one wave of whole tiles, at least that full, of the fastest width that makes one
         build = min(waves, key=whole_time)
         return Plan(build, tiles(build), tiles(build), 1)
