@@ -259,8 +259,8 @@ ROWS256 = dict(
 # 2c. From 257 to 1024 rows (bucket rows1024), WAVE_FILL as above, over the larger shapes' 128 x 128 tile only: where
 #     its tiles make one wave at least this full, it runs them whole rather than split K or a tail. It moves 36 of
 #     1152 enumerated shapes (320 to 1024 rows, N 2048 to 5120, K from 14336), each from 128 x 256 tiles split in 2.
-#     Side by side on an H100 (BENCHMARKS.md) it gained at all 17 such shapes timed, 2-8%, 9 of them not tuned on:
-#     0.946 -> 0.995x cuBLAS on those (512 x 3584 x 14336 0.902 -> 0.973, 320 x 4608 x 14336 1.135 -> 1.232). The
+#     Side by side on an H100 (BENCHMARKS.md) it gained at all 17 such shapes timed, 2-8%; on the 8 timed after the
+#     rule was set, 0.951 -> 1.002x cuBLAS (512 x 3584 x 14336 0.902 -> 0.973, 320 x 4608 x 14336 1.135 -> 1.232). The
 #     wider tiles' one wave lost as often as it won (512 x 5120 x 14336 0.947 -> 0.882 on 108 of 128 x 192, 384 x
 #     12288 x 14336 0.904 -> 0.938 on 117 of 128 x 320): not taken. At 0.8, 85% full waves (512 x 3584 x 18944 0.924
 #     -> 0.975, 896 x 2048 x 18944 0.935 -> 0.982) are among them.
