@@ -218,7 +218,10 @@ WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_1
 # weighs it anywhere), and where K is at least SHORT_MIN_K: each block's fixed cost (four stages to fill, the second
 # consumer's sum to hand over, 64 x 320 to store) weighs on fewer K-steps. On an H100 over 19 such shapes it won 1-27%
 # from K = 3072 (10 shapes), was even at 2048 (+1.5%, -0.5%) and lost 1-10% at K <= 1536 (7; BENCHMARKS.md).
+# SHORT_ROWS: the rows up to which the short tile is weighed (256: the rows256 entry's shapes only; 384 weighs it
+# where 128-row tiles leave half a tile row idle, 320 rows of 5 short tile rows). Not yet timed past 256: 256.
 SHORT_N = 320  # avo: tune 0 320
+SHORT_ROWS = 256  # avo: tune 256 384
 SHORT_FILL = 0.9  # avo: tune 0.0 0.75 0.9
 SHORT_MIN_K = 2048  # avo: tune 0 2048 4096
 SHORT_STAGES = 4  # avo: tune 3 4
@@ -679,7 +682,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
     rows256 = bucket(M, N, K) == "rows256"
     builds = list((_ROWS256 if rows256 else _LARGE).values())
-    if _SHORT is not None and rows256 and K >= SHORT_MIN_K and (not SHORT_FILL or one_wave(_SHORT, SHORT_FILL)):
+    if _SHORT is not None and not few and M <= SHORT_ROWS and K >= SHORT_MIN_K \
+            and (not SHORT_FILL or one_wave(_SHORT, SHORT_FILL)):
         builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full, K long enough
 
     def k_parts(build: _Build) -> int:  # rule 3's split of K
