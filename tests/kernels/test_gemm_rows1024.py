@@ -1,7 +1,7 @@
 """gemm/cuda_wgmma's rows1024 entry: from 257 to 1024 rows, where whole 128 x 128 tiles make one wave at least
 WAVE_FILL full, the plan runs them rather than split K or a tail (as ROWS256's WAVE_FILL does up to 256 rows, there of
 any width). They are the larger shapes' own 128-wide build, whole, as the split-K tests run it on a GPU; on the CPU
-the rule moves the shapes it names and only those."""
+the rule moves the shapes it names and only those. And the short 64 x 320 tile past 256 rows (SHORT_ROWS)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,20 @@ def test_one_wave_of_whole_128_wide_tiles_from_257_to_1024_rows_replaces_a_split
                 planned.stream) == (before.build.block_m, before.build.block_n, before.tiles, before.whole,
                                     before.splits, before.stream), shape
     assert work(on["plan"](384, 4096, 14336, 132)) == "split"  # 66 tiles of 128 x 192 in 2 beat 96 whole (73%)
+
+
+def test_the_short_tile_is_weighed_up_to_short_rows(tmp_path):
+    """SHORT_ROWS 384: past 256 rows one wave of whole 64 x 320 tiles where the 128-row tiles leave a tile row half
+    idle; at 256 the 128-row tiles of before; past 384 never."""
+    assert SEED["SHORT_ROWS"] == 384
+    before = seed_with(tmp_path, {"SHORT_ROWS": 256}, "rows256")[1].__globals__
+    for shape, tiles in {(257, 8192, 28672): 130, (320, 8192, 8192): 130, (384, 6144, 8192): 120}.items():
+        planned, old = SEED["plan"](*shape, 132), before["plan"](*shape, 132)
+        assert (planned.build.block_m, planned.build.block_n, planned.tiles, work(planned)) == \
+            (64, 320, tiles, "whole"), shape
+        assert old.build.block_m == 128, shape
+    for shape in ((448, 6144, 8192), (512, 4096, 8192), (320, 8192, 1024)):  # past 384 rows; K under SHORT_MIN_K
+        assert SEED["plan"](*shape, 132).build.block_m == 128, shape
 
 
 @pytest.mark.gpu

@@ -41,6 +41,8 @@ SHAPES = {
     (1000, 10240, 8192): (128, 320, "whole"),  # the same with a ragged last tile row
     (256, 10240, 8192): (64, 320, "whole"),    # SHORT_N: 128 tiles of 64 x 320, one wave whole
     (200, 10240, 3000): (64, 320, "whole"),    # the same, ragged M and K
+    (320, 8192, 8192): (64, 320, "whole"),     # SHORT_ROWS: 130 tiles of 64 x 320 past 256 rows
+    (300, 7680, 4100): (64, 320, "whole"),     # the same, ragged M and K: 120 tiles
     (256, 10240, 28672): (128, 320, "split"),  # 64 tiles of 128 x 320 in 2 parts
     (896, 2368, 8192): (128, 320, "split"),    # 56 tiles in 2 parts (ragged N: the last 128 of 320 columns)
     (384, 17152, 8192): (128, 320, "tail"),    # 132 tiles whole, 30 in 4 parts (ragged N)

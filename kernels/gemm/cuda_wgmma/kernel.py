@@ -218,10 +218,13 @@ WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_1
 # weighs it anywhere), and where K is at least SHORT_MIN_K: each block's fixed cost (four stages to fill, the second
 # consumer's sum to hand over, 64 x 320 to store) weighs on fewer K-steps. On an H100 over 19 such shapes it won 1-27%
 # from K = 3072 (10 shapes), was even at 2048 (+1.5%, -0.5%) and lost 1-10% at K <= 1536 (7; BENCHMARKS.md).
-# SHORT_ROWS: the rows up to which the short tile is weighed (256: the rows256 entry's shapes only; 384 weighs it
-# where 128-row tiles leave half a tile row idle, 320 rows of 5 short tile rows). Not yet timed past 256: 256.
+# SHORT_ROWS: the rows up to which the short tile is weighed (256: the rows256 entry's shapes only). Past 256 rows
+# the 128-row tiles leave up to half a tile row idle (320 rows: 3 tile rows, the last half empty), where 64-row tiles
+# fill 5 rows. Weighed up to 384 rows, one wave of them took 15 of 16 shapes of 257 to 384 rows timed on an H100
+# (BENCHMARKS.md), each ahead by 0.1-13%: 0.847 -> 0.904x cuBLAS over the 16 (320 x 8192 x 8192 0.787 -> 0.859,
+# 257 x 8192 x 28672 0.764 -> 0.865, 320 x 7680 x 8192 0.788 -> 0.893): 384.
 SHORT_N = 320  # avo: tune 0 320
-SHORT_ROWS = 256  # avo: tune 256 384
+SHORT_ROWS = 384  # avo: tune 256 384
 SHORT_FILL = 0.9  # avo: tune 0.0 0.75 0.9
 SHORT_MIN_K = 2048  # avo: tune 0 2048 4096
 SHORT_STAGES = 4  # avo: tune 3 4
