@@ -63,7 +63,8 @@ def test_the_short_tile_is_weighed_up_to_short_rows(tmp_path):
         assert (planned.build.block_m, planned.build.block_n, planned.tiles, work(planned)) == \
             (64, 320, tiles, "whole"), shape
         assert old.build.block_m == 128, shape
-    for shape in ((448, 6144, 8192), (512, 4096, 8192), (320, 8192, 1024)):  # past 384 rows; K under SHORT_MIN_K
+    # past 384 rows; K under SHORT_MIN_K; the few-token rows where their tiles would pass a wave (FEW_LARGE_WAVES)
+    for shape in ((448, 6144, 8192), (512, 4096, 8192), (320, 8192, 1024), (71, 18944, 4096), (128, 18944, 8192)):
         assert SEED["plan"](*shape, 132).build.block_m == 128, shape
 
 

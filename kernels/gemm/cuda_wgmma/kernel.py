@@ -682,10 +682,11 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     def one_wave(build: _Build, fill: float) -> bool:  # its tiles' blocks make one wave, at least `fill` of it
         return fill * sms <= tiles(build) * build.cluster <= sms
 
-    # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256), and the short tile
+    # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256); past the few-token rows and
+    # up to SHORT_ROWS the short tile
     rows256 = bucket(M, N, K) == "rows256"
     builds = list((_ROWS256 if rows256 else _LARGE).values())
-    if _SHORT is not None and not few and M <= SHORT_ROWS and K >= SHORT_MIN_K \
+    if _SHORT is not None and FEW_ROWS < M <= SHORT_ROWS and K >= SHORT_MIN_K \
             and (not SHORT_FILL or one_wave(_SHORT, SHORT_FILL)):
         builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full, K long enough
 
