@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import check_shipped, work
+from test_gemm_splitk import check_shipped, layout, work
 
 from avo.agent.heuristic.knobs import parse_knobs
 from avo.evaluate.worker.loader import load_entry
@@ -47,9 +47,7 @@ def test_one_wave_of_whole_128_wide_tiles_from_257_to_1024_rows_replaces_a_split
         assert work(before) == "split", (m, n, k, before)
     for shape in LEFT:
         planned, before = on["plan"](*shape, 132), off["plan"](*shape, 132)
-        assert (planned.build.block_m, planned.build.block_n, planned.tiles, planned.whole, planned.splits,
-                planned.stream) == (before.build.block_m, before.build.block_n, before.tiles, before.whole,
-                                    before.splits, before.stream), shape
+        assert layout(planned) == layout(before), shape
     assert work(on["plan"](384, 4096, 14336, 132)) == "split"  # 66 tiles of 128 x 192 in 2 beat 96 whole (73%)
 
 

@@ -11,7 +11,7 @@ import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import check_compiles_without_spills, check_reads_weight_in_place, check_shipped, work
+from test_gemm_splitk import check_compiles_without_spills, check_reads_weight_in_place, check_shipped, layout, work
 
 from avo.agent.heuristic.knobs import parse_knobs
 from avo.evaluate.worker.loader import load_entry
@@ -71,8 +71,7 @@ def test_one_wave_of_whole_tiles_up_to_256_rows_replaces_a_split_but_not_by_the_
     # under 90% of a wave (112 tiles of 128 x 128), past 256 rows, and where only the short tile makes one wave
     for shape in ((256, 7168, 28672), (384, 8192, 28672), (256, 10240, 28672)):
         planned, before = SEED["plan"](*shape, 132), off["plan"](*shape, 132)
-        assert (planned.build.block_m, planned.build.block_n, planned.tiles, planned.whole, planned.splits) == \
-            (before.build.block_m, before.build.block_n, before.tiles, before.whole, before.splits), shape
+        assert layout(planned) == layout(before), shape
     assert work(SEED["plan"](256, 10240, 28672, 132)) == "split"
 
 

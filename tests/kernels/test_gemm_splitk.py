@@ -122,6 +122,11 @@ def work(plan) -> str:
     return "stream" if plan.stream else "whole" if plan.splits == 1 else "split" if plan.whole == 0 else "tail"
 
 
+def layout(plan) -> tuple:
+    """A plan's tile, its tiles, the whole ones, the parts of the others and the streamed ones."""
+    return plan.build.block_m, plan.build.block_n, plan.tiles, plan.whole, plan.splits, plan.stream
+
+
 @pytest.mark.parametrize("knobs", list(KNOBS))
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_each_kind_of_shape_takes_its_configuration(shape, knobs):

@@ -684,8 +684,10 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
 
     # the widest among equals (first); up to 256 rows that entry's own builds (ROWS256); past the few-token rows and
     # up to SHORT_ROWS the short tile
-    rows256 = bucket(M, N, K) == "rows256"
-    builds = list((_ROWS256 if rows256 else _LARGE).values())
+    entry = bucket(M, N, K)
+    rows256 = entry == "rows256"
+    table = _ROWS256 if rows256 else _LARGE
+    builds = list(table.values())
     if _SHORT is not None and FEW_ROWS < M <= SHORT_ROWS and K >= SHORT_MIN_K \
             and (not SHORT_FILL or one_wave(_SHORT, SHORT_FILL)):
         builds.append(_SHORT)  # one wave of them, whole, at least SHORT_FILL full, K long enough
@@ -699,8 +701,8 @@ def _plan(M: int, N: int, K: int, sms: int, few: bool, cut: bool = True) -> Plan
     build = few_build if few else min(builds, key=whole_time)
     if not cut:
         return Plan(build, tiles(build), tiles(build), 1)
-    fill = ROWS256["WAVE_FILL"] if rows256 else ROWS1024["WAVE_FILL"] if bucket(M, N, K) == "rows1024" else 0
-    waves = [b for b in (_ROWS256 if rows256 else _LARGE).values()  # past 256 rows the 128-wide tile's only
+    fill = {"rows256": ROWS256, "rows1024": ROWS1024}.get(entry, {}).get("WAVE_FILL", 0)
+    waves = [b for b in table.values()  # past 256 rows the 128-wide tile's only
              if one_wave(b, fill) and (rows256 or b.block_n == 128)] if fill else []
     if waves:  # WAVE_FILL: one wave of whole tiles, at least that full, of the fastest width that makes one
         build = min(waves, key=whole_time)
