@@ -20,9 +20,9 @@ FOLDER = Path(__file__).resolve().parents[2] / "kernels" / "gemm" / "cuda_wgmma"
 SEED = load_entry(FOLDER, "gemm").__globals__
 # (M, N, K): tiles of 128 x 128 in one wave, whole, with the rule on; each split in K without it
 MOVED = {
-    (512, 4096, 14336): 128,   # before: 64 of 128 x 256 in 2
-    (512, 3584, 18944): 112,   # 85% of a wave
-    (1024, 2048, 28672): 128,
+    (512, 4096, 28672): 128,   # before: 64 of 128 x 256 in 2
+    (448, 3584, 28672): 112,   # 85% of a wave
+    (768, 2560, 28672): 120,
     (320, 5120, 28672): 120,   # ragged rows: 3 tile rows, the last of 64
 }
 # left as they were: a wave under 80% full (96 of 128 x 128), where only a wider tile makes one wave (114 of 128 x 192,

@@ -82,8 +82,9 @@ from avo.cuda import KeptLaunches, capturing, current_stream, kept_zeros, load_m
 #    CLUSTER_N: 2 runs these tiles in pairs along N (gemm.cu), each block loading half of the tile's rows of A and
 #    multicasting them to both, so that A's tiles come from L2 once per pair; the plan then counts pairs (a pair
 #    per two SMs). cuBLAS runs its 64 x 64 tiles so at 64 x 8192 x 8192 (`avo profile --library`, BENCHMARKS.md),
-#    where it reads DRAM 3 points faster than these tiles do alone. Unlike the 2 x 4 clusters above, not yet timed:
-#    1 (off).
+#    where it reads DRAM 3 points faster than these tiles do alone. Timed side by side on an H100 (BENCHMARKS.md),
+#    the pairs lost at 11 shapes of 1 to 128 rows, 0.894 against 0.965x cuBLAS (64 x 8192 x 8192 0.968 against
+#    0.991; 128 x 4096 x 4096 0.772 against 0.968), with or without WG_SPLIT_K: 1 (off).
 #    EDGE: a tile row holding 32 rows of M or fewer (the only one at up to 32 rows; the second at 65 to 96) loads
 #    one 32-row box of A (gemm.cu's EDGE_ROWS), where TMA's fill of the 64-row box's rows past M ran slow: with the
 #    same 128 tiles of 64 x 64, 128 x 4096 x 8192 took 28.5 us, 96 rows 36.0 and 66 rows 45.4 (an H100). Side by side
@@ -143,7 +144,9 @@ FEW = dict(
 #    The rates are fitted to whole tiles of each width timed side by side on a 7B model's layers (4096 x 4608 x
 #    3584, 4096 x 3584 x 3584, 1024 x 4608 x 3584 on the H200: 0.920-0.923 for 192, 0.877-0.885 for 128); at
 #    0.97 and 0.93 the estimate sent 4096 x 3584 x 3584 to 128-wide whole tiles (0.947x cuBLAS), where the
-#    256-wide with its last wave split in two ran 1.006x. They are knobs: where a workload's shapes say otherwise,
+#    256-wide with its last wave split in two ran 1.006x. With two accumulator sets since (ACC_SETS_128), whole
+#    128-wide plans are weighed at RATE_128 0.93 (below), which sends that shape to them again: level on an H100
+#    (1.014 against 1.012x), not yet timed on the H200. They are knobs: where a workload's shapes say otherwise,
 #    an evolve can move them (and with them the choice of width wherever the estimate is close).
 BLOCK_M = 128  # avo: tune 128 256
 BLOCK_N = 256  # avo: tune 128 192 256
@@ -178,7 +181,16 @@ STAGES_128 = 6  # avo: tune 3 4 5 6
 ACC_SETS_128 = 2  # avo: tune 1 2
 FIT_WIDTHS = True  # avo: tune False True
 RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
-RATE_128 = 0.88  # avo: tune 0.84 0.88 0.93
+# RATE_128 is the 128-wide tile's rate in a plan of whole tiles; RATE_128_SPLIT in a plan that splits them (a tail,
+# split-K, stream-K). Both were 0.88, fitted with one accumulator set. With two (ACC_SETS_128), whole 128-wide plans
+# ran 8-11% faster than that estimate, and split ones within 1-4% of it (H100, BENCHMARKS.md). At 0.93 for both, over
+# 24 shapes it moved, the whole ones gained (384 x 14336 x 3584 0.930 -> 0.973 from 192-wide whole tiles,
+# 200 x 7168 x 14336 0.840 -> 0.900 from 128 x 256 split in 2) and the 128-wide tails lost (1024 x 4608 x 18944
+# 1.009 -> 0.963, 768 x 3584 x 28672 0.992 -> 0.954). So only whole plans take 0.93: on 20 shapes of 200 to 4096
+# rows not tuned on, 0.948 -> 0.963x cuBLAS (768 x 8192 x 8192 0.959 -> 0.979, 256 x 4096 x 2048 0.747 -> 0.794;
+# lost at 200 x 57344 x 3584, 0.957 -> 0.934, and by 0.4-1.6% at three shapes with K <= 3584).
+RATE_128 = 0.93  # avo: tune 0.88 0.93 0.97
+RATE_128_SPLIT = 0.88  # avo: tune 0.84 0.88 0.93
 # A tile wider than one wgmma (320: 256 + 64 columns, two instructions per K-slice), weighed beside the others at
 # RATE_320, where its waves divide a shape better: 1024 x 10240 x 8192 is 256 such tiles, under 2 waves on 132 SMs,
 # where 256-wide tiles make 320 (2.4 waves); cuBLAS runs 128 x 320 there. Side by side on the H200 (BENCHMARKS.md):
@@ -206,6 +218,7 @@ STAGES_160 = 5  # avo: tune 4 5
 RATE_160 = 0.9  # avo: tune 0.85 0.9 0.95
 ACC_SETS_160 = 1  # avo: tune 1 2
 WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_128}
+SPLIT_RATE = {128: RATE_128_SPLIT}  # a plan splitting tiles of these widths, at this rate (RATE_128_SPLIT)
 # From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide may be weighed beside the 128-row ones (cuBLAS runs 64 x 320
 # tiles at 256 x 10240 x 8192, 128 blocks in one wave, where 128-row tiles are 64 and split in K). With one consumer
 # warpgroup it does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at
@@ -236,25 +249,25 @@ GROUP_M = 8  # avo: tune 1 4 8 16
 MMA_LAG = False  # avo: tune False True
 TMA_STORE = True  # avo: tune False True
 # 2b. From FEW_ROWS to 256 rows (bucket rows256) the 128-row tiles are one or two tile rows, and the GEMM is bound by
-#     streaming B through the ring: that entry has its own depth for the widest tile (STAGES, room made by storing
-#     C in EPILOGUE_SPLIT rounds) and keeps one step's products in flight behind the next (MMA_LAG) on every width
-#     whose ring is 4 or more deep (with 3, the slot held for the products in flight leaves 2 loading). Side by side
-#     on an H100 (BENCHMARKS.md): 256 x 57344 x 8192 1.016 against 0.987x cuBLAS (4 stages, C in 2 rounds),
-#     256 x 4096 x 14336 1.045 against 0.934 (the 128-wide tile's 6 with MMA_LAG), 256 x 8192 x 28672 0.996 against
-#     0.986 (both); over 18 shapes of 160 to 256 rows, 14 of them not tuned on, 0.955 against 0.933. From 1024 rows
-#     the same 4 stages in rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096), and MMA_LAG on the 3-stage
-#     320-wide tile 2-5% at any row count: the other entries keep the builds above. CLUSTER_N: 2 runs these tiles
-#     in pairs along N, sharing A as the few-token tiles' CLUSTER_N does (cuBLAS runs 128 x 128 tiles in pairs at
-#     256 x 8192 x 28672); not yet timed: 1 (off). WAVE_FILL: where one of the entry's widths makes one wave of
-#     128-row tiles at least this full, it runs them whole, the fastest such width by rule 2's estimate, rather than
-#     split a wider tile in K or split a tail (the short tile keeps its own rule, SHORT_FILL). The estimate charges
-#     a split part PARTIAL_STEPS and nothing for the reduction's wait; at these rows one unsplit wave reads each B
-#     panel once and reduces nothing. Side by side on an H100 (BENCHMARKS.md), over 15 shapes of 129 to 256 rows
-#     that it moves (N 8192 or 18944, K from 14336), 8 of them not tuned on: 0.920 -> 0.981x cuBLAS on those 8
-#     (224 x 18944 x 28672 0.863 -> 0.982 with 120 tiles of 128 x 320, 256 x 8192 x 14336 0.931 -> 0.993 with 128
-#     of 128 x 128), every one of the 15 ahead; the wide suite's 256 x 8192 x 28672 0.976 -> 1.005-1.009. Taking
-#     the short tile too, it lost at 256 and 200 x 10240 x 28672 (1.007 -> 0.975, 1.030 -> 0.997), so it leaves that
-#     tile to its own rule: 0.9.
+#     streaming B through the ring: that entry has its own depth for the widest tile (STAGES, room made by storing C in
+#     EPILOGUE_SPLIT rounds) and keeps one step's products in flight behind the next (MMA_LAG) on every width whose ring
+#     is 4 or more deep (with 3, the slot held for the products in flight leaves 2 loading). Side by side on an H100
+#     (BENCHMARKS.md): 256 x 57344 x 8192 1.016 against 0.987x cuBLAS (4 stages, C in 2 rounds), 256 x 4096 x 14336
+#     1.045 against 0.934 (the 128-wide tile's 6 with MMA_LAG), 256 x 8192 x 28672 0.996 against 0.986 (both); over 18
+#     shapes of 160 to 256 rows, 14 of them not tuned on, 0.955 against 0.933. From 1024 rows the same 4 stages in
+#     rounds lost 2-4% (4096 x 8192 x 8192, 8192 x 14336 x 4096), and MMA_LAG on the 3-stage 320-wide tile 2-5% at any
+#     row count: the other entries keep the builds above. CLUSTER_N: 2 runs these tiles in pairs along N, sharing A as
+#     the few-token tiles' CLUSTER_N does (cuBLAS runs 128 x 128 tiles in pairs at 256 x 8192 x 28672); side by side on
+#     an H100 they lost at all 10 shapes timed, 0.839 against 0.969x cuBLAS (256 x 8192 x 28672 0.797 against 0.981;
+#     BENCHMARKS.md): 1 (off). WAVE_FILL: where one of the entry's widths makes one wave of 128-row tiles at least this
+#     full, it runs them whole, the fastest such width by rule 2's estimate, rather than split a wider tile in K or
+#     split a tail (the short tile keeps its own rule, SHORT_FILL). The estimate charges a split part PARTIAL_STEPS and
+#     nothing for the reduction's wait; at these rows one unsplit wave reads each B panel once and reduces nothing. Side
+#     by side on an H100 (BENCHMARKS.md), over 15 shapes of 129 to 256 rows that it moves (N 8192 or 18944, K from
+#     14336), 8 of them not tuned on: 0.920 -> 0.981x cuBLAS on those 8 (224 x 18944 x 28672 0.863 -> 0.982 with 120
+#     tiles of 128 x 320, 256 x 8192 x 14336 0.931 -> 0.993 with 128 of 128 x 128), every one of the 15 ahead; the wide
+#     suite's 256 x 8192 x 28672 0.976 -> 1.005-1.009. Taking the short tile too, it lost at 256 and 200 x 10240 x 28672
+#     (1.007 -> 0.975, 1.030 -> 0.997), so it leaves that tile to its own rule: 0.9.
 ROWS256 = dict(
     STAGES=4,  # avo: tune 3 4 bucket=rows256
     EPILOGUE_SPLIT=2,  # avo: tune 1 2 4 bucket=rows256
@@ -263,8 +276,10 @@ ROWS256 = dict(
     WAVE_FILL=0.9,  # avo: tune 0.0 0.9 bucket=rows256
 )
 # 2c. From 257 to 1024 rows (bucket rows1024), WAVE_FILL as above, over the larger shapes' 128 x 128 tile only: where
-#     its tiles make one wave at least this full, it runs them whole rather than split K or a tail. It moves 36 of
-#     1152 enumerated shapes (320 to 1024 rows, N 2048 to 5120, K from 14336), each from 128 x 256 tiles split in 2.
+#     its tiles make one wave at least this full, it runs them whole rather than split K or a tail. It moved 36 of
+#     1152 enumerated shapes (320 to 1024 rows, N 2048 to 5120, K from 14336), each from 128 x 256 tiles split in 2;
+#     since RATE_128 weighs whole 128-wide plans at 0.93 the estimate takes 24 of those itself, and the rule the
+#     other 12 (K = 28672).
 #     Side by side on an H100 (BENCHMARKS.md) it gained at all 17 such shapes timed, 2-8%; on the 8 timed after the
 #     rule was set, 0.951 -> 1.002x cuBLAS (512 x 3584 x 14336 0.902 -> 0.973, 320 x 4608 x 14336 1.135 -> 1.232). The
 #     wider tiles' one wave lost as often as it won (512 x 5120 x 14336 0.947 -> 0.882 on 108 of 128 x 192, 384 x
@@ -352,7 +367,7 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1):
+                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1, split_rate: float = 0.0):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
@@ -389,6 +404,7 @@ class _Build:
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
+        self.split_rate = split_rate or rate  # the same in a plan that splits its tiles (a tail, split-K, stream-K)
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
 
@@ -498,7 +514,8 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
     if lag_from:
         lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
     if (args, lag, cluster_n) not in _BUILDS:
-        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n)
+        _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n,
+                                               split_rate=SPLIT_RATE.get(width, 0.0))
     return _BUILDS[args, lag, cluster_n]
 
 
@@ -551,7 +568,7 @@ def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms:
     """Estimated time, in k-steps of a 128 x 256 tile: the waves of the whole tiles, then those of the split tiles'
     units, each at its width's throughput, a split one also paying for its tile's partials (rule 4)."""
     size = build.block_m * build.block_n / (128 * 256)
-    step = size / build.rate
+    step = size / (build.rate if splits == 1 else build.split_rate)
     time = -(-whole // sms) * k_steps * step
     if splits > 1:
         unit = -(-k_steps // splits) * step + (splits + 1) * PARTIAL_STEPS * size
@@ -603,7 +620,7 @@ def _stream_time(build: _Build, tiles: int, whole: int, k_steps: int, slots: int
     blocks = groups * lanes
     pieces = max(piece[4] for run in stream_runs(tiles, whole, k_steps, blocks, lanes) for piece in run)
     size = build.block_m * build.block_n / (128 * 256)
-    step = size / build.rate
+    step = size / build.split_rate
     time = -(-whole // slots) * k_steps * step + -(-columns * k_steps // groups) * step
     return time + (pieces + 1) * PARTIAL_STEPS * size * (pieces > 1), blocks, pieces
 
