@@ -566,7 +566,8 @@ class Plan(NamedTuple):
 
 def _time(build: _Build, tiles: int, whole: int, splits: int, k_steps: int, sms: int) -> float:
     """Estimated time, in k-steps of a 128 x 256 tile: the waves of the whole tiles, then those of the split tiles'
-    units, each at its width's throughput, a split one also paying for its tile's partials (rule 4)."""
+    units, each at its width's throughput (in a plan that splits tiles, its split_rate: RATE_128_SPLIT), a split
+    one also paying for its tile's partials (rule 4)."""
     size = build.block_m * build.block_n / (128 * 256)
     step = size / (build.rate if splits == 1 else build.split_rate)
     time = -(-whole // sms) * k_steps * step
