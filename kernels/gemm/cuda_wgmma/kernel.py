@@ -184,7 +184,7 @@ RATE_192 = 0.92  # avo: tune 0.88 0.92 0.97
 # RATE_128 is the 128-wide tile's rate in a plan of whole tiles; RATE_128_SPLIT in a plan that splits them (a tail,
 # split-K, stream-K). Both were 0.88, fitted with one accumulator set. With two (ACC_SETS_128), whole 128-wide plans
 # ran 8-11% faster than that estimate, and split ones within 1-4% of it (H100, BENCHMARKS.md). At 0.93 for both, over
-# 24 shapes it moved, the whole ones gained (384 x 14336 x 3584 0.930 -> 0.973 from 192-wide whole tiles,
+# 24 shapes it moved, the whole ones gained (384 x 14336 x 3584 0.928 -> 0.973 from 192-wide whole tiles,
 # 200 x 7168 x 14336 0.840 -> 0.900 from 128 x 256 split in 2) and the 128-wide tails lost (1024 x 4608 x 18944
 # 1.009 -> 0.963, 768 x 3584 x 28672 0.992 -> 0.954). So only whole plans take 0.93: on 20 shapes of 200 to 4096
 # rows not tuned on, 0.948 -> 0.963x cuBLAS (768 x 8192 x 8192 0.959 -> 0.979, 256 x 4096 x 2048 0.747 -> 0.794;
