@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_gemm_epilogue_rounds import seed_with
 from test_gemm_splitk import layout
 
@@ -25,11 +26,13 @@ def test_the_128_wide_tile_has_a_rate_for_whole_plans_and_one_for_split_plans():
             assert build.split_rate == build.rate, width
     # 384 tiles of 128 steps: 3 waves whole at 0.93; with a tail, every wave at 0.88 (half a 128 x 256 tile each step)
     time = SEED["_time"]
-    assert time(narrow, 384, 384, 1, 128, SMS) == 3 * 128 * 0.5 / 0.93
-    assert time(narrow, 400, 396, 4, 128, SMS) == 3 * 128 * 0.5 / 0.88 + (32 * 0.5 / 0.88 + 5 * 5 * 0.5)
-    # stream-K splits its tiles too
-    streamed, _, _ = SEED["_stream_time"](narrow, 400, 396, 128, SMS)
-    assert streamed > 3 * 128 * 0.5 / 0.88
+    assert time(narrow, 384, 384, 1, 128, SMS) == pytest.approx(3 * 128 * 0.5 / 0.93)
+    assert time(narrow, 400, 396, 4, 128, SMS) == pytest.approx(3 * 128 * 0.5 / 0.88 + (32 * 0.5 / 0.88 + 5 * 5 * 0.5))
+    # stream-K splits its tiles too: past 3 whole waves, 4 tiles of 128 steps dealt to 64 blocks (runs of
+    # MIN_RUN_STEPS 8), each tile in 16 pieces, whose partials are charged as the tail's
+    streamed, blocks, pieces = SEED["_stream_time"](narrow, 400, 396, 128, SMS)
+    assert (blocks, pieces) == (64, 16)
+    assert streamed == pytest.approx((3 * 128 + 8) * 0.5 / 0.88 + 17 * 5 * 0.5)
 
 
 # (M, N, K): the plan's layout, and the one of a single rate of 0.88 (before); each timed side by side on an H100

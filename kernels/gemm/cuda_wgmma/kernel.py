@@ -218,7 +218,7 @@ STAGES_160 = 5  # avo: tune 4 5
 RATE_160 = 0.9  # avo: tune 0.85 0.9 0.95
 ACC_SETS_160 = 1  # avo: tune 1 2
 WIDTH_RATE = {320: RATE_320, 256: 1.0, 192: RATE_192, 160: RATE_160, 128: RATE_128}
-SPLIT_RATE = {128: RATE_128_SPLIT}  # a plan splitting tiles of these widths, at this rate (RATE_128_SPLIT)
+SPLIT_RATE = {**WIDTH_RATE, 128: RATE_128_SPLIT}  # the same in a plan that splits the tiles (RATE_128_SPLIT)
 # From FEW_ROWS to 256 rows, a 64-row tile SHORT_N wide may be weighed beside the 128-row ones (cuBLAS runs 64 x 320
 # tiles at 256 x 10240 x 8192, 128 blocks in one wave, where 128-row tiles are 64 and split in K). With one consumer
 # warpgroup it does not keep up: 0.867x cuBLAS there against 0.914 for the 128-wide tail, 0.713 against 0.970 at
@@ -367,7 +367,7 @@ class _Build:
 
     def __init__(self, block_m: int, block_n: int, stages: int, consumers: int, cluster_m: int, staged: int = 0,
                  rate: float = 1.0, acc_sets: int = 1, wg_split_k: bool = False, lag: bool = MMA_LAG,
-                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1, split_rate: float = 0.0):
+                 cluster_n: int = 1, edge: bool = True, red_rounds: int = 1, split_rate: float | None = None):
         self.block_m, self.block_n, self.consumers, self.cluster_m = block_m, block_n, consumers, cluster_m
         self.cluster_n, self.cluster = cluster_n, cluster_m * cluster_n  # blocks of a cluster: its rows x columns
         self.threads = 128 * (consumers + 1)  # a producer warpgroup on top of the consumers
@@ -404,7 +404,8 @@ class _Build:
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
-        self.split_rate = split_rate or rate  # the same in a plan that splits its tiles (a tail, split-K, stream-K)
+        # the same in a plan that splits its tiles (a tail, split-K, stream-K)
+        self.split_rate = rate if split_rate is None else split_rate
         self.module = load_module("gemm.cu", defines=self.defines)
         self._k_major = None
 
@@ -515,7 +516,7 @@ def _large(width: int, widest_stages: int, split: int, lag: bool, lag_from: int 
         lag = lag and _Build.fitting(BLOCK_M, width, stages, staged, CONSUMERS) >= lag_from
     if (args, lag, cluster_n) not in _BUILDS:
         _BUILDS[args, lag, cluster_n] = _Build(*args, lag=lag, cluster_n=cluster_n,
-                                               split_rate=SPLIT_RATE.get(width, 0.0))
+                                               split_rate=SPLIT_RATE[width])
     return _BUILDS[args, lag, cluster_n]
 
 
