@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from avo.agent.heuristic.knobs import (
-    KnobError, format_point, parse_knobs, parse_point_tag, point_of, render,
+    KnobError, format_point, parse_knobs, parse_point_tag, point_key, point_of, render,
 )
 from avo.agent.heuristic.rules import Shape, infeasible, roles, smem_bytes
 
@@ -76,6 +76,18 @@ def test_an_unknown_knob_or_broken_source_is_refused():
 @settings(max_examples=60, deadline=None)
 def test_point_tags_round_trip(point):
     assert parse_point_tag(f"BLOCK_M 64 -> 128: reuse; expect +10% {format_point(point)}") == point
+
+
+@given(st.dictionaries(st.text("ABCDEFGHIJ_@#", min_size=1, max_size=12),
+                       st.one_of(st.integers(0, 4096), st.booleans(), st.floats(0, 4), st.text(max_size=4)),
+                       max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_a_point_key_is_the_plain_tuple_with_its_hash_kept(point):
+    key = point_key(point)
+    plain = tuple(sorted((k, type(v).__name__, v) for k, v in point.items()))
+    assert key == plain and hash(key) == hash(plain) == hash(key)  # found under either in a dict of trials
+    assert point_key(dict(reversed(point.items()))) == key
+    assert {plain: 1}[key] == 1 and {key: 1}[plain] == 1
 
 
 @pytest.mark.parametrize("seed", ["gemm/triton_naive", "gemm/triton_tiled", "attention/triton_naive",

@@ -231,6 +231,18 @@ def parse_point_tag(text: str) -> Point | None:
     return point
 
 
+class PointKey(tuple):
+    """A point_key: a plain tuple whose hash is computed once. A kernel of many knobs makes long keys, and a search
+    looks each one up thousands of times per pick (is it tried? its tie-break?), which rehashed every element."""
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("hash")
+        if cached is None:
+            cached = self.__dict__["hash"] = tuple.__hash__(self)
+        return cached
+
+
 def point_key(point: Point) -> tuple:
-    """Hashable, order-independent identity of a point (1 and 1.0 and True kept apart)."""
-    return tuple(sorted((k, type(v).__name__, v) for k, v in point.items()))
+    """Hashable, order-independent identity of a point (1 and 1.0 and True kept apart); equal to, and hashed as, the
+    plain tuple."""
+    return PointKey(sorted((k, type(v).__name__, v) for k, v in point.items()))

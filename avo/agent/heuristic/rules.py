@@ -141,10 +141,23 @@ def width_stages(shape: Shape, point: Point) -> dict[int, int]:
     named STAGES_<width>, as gemm/cuda_wgmma's STAGES_192 and STAGES_128: its plan picks a width per shape)."""
     found, widest = {}, shape.get(point, "bn", 64)
     for name, value in point.items():
-        match = _WIDTH_STAGES.fullmatch(base_name(name).lower())
-        if match and int(match.group(1)) < widest and isinstance(value, int) and not isinstance(value, bool):
-            found[int(match.group(1))] = value
+        width = _stages_width(name)
+        if width is not None and width < widest and isinstance(value, int) and not isinstance(value, bool):
+            found[width] = value
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _stages_width(name: str) -> int | None:
+    """The width a STAGES_<width> knob names, else None (read once per name: a search asks for every point it
+    ranks)."""
+    match = _WIDTH_STAGES.fullmatch(base_name(name).lower())
+    return int(match.group(1)) if match else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _tma_store_flag(name: str) -> bool:
+    return "tma_store" in name.lower()
 
 
 def as_width(shape: Shape, point: Point, width: int, stages: int) -> Point:
@@ -157,7 +170,7 @@ def staging_elements(shape: Shape, point: Point) -> int:
     """Elements of the C tile staged in shared memory for a TMA store, which runs where a `tma_store` flag is on (or,
     in a kernel without such a flag, where it has an EPILOGUE_SPLIT knob): one of EPILOGUE_SPLIT slices, the whole
     tile without that knob; none otherwise."""
-    flags = [v for k, v in point.items() if isinstance(v, bool) and "tma_store" in k.lower()]
+    flags = [v for k, v in point.items() if isinstance(v, bool) and _tma_store_flag(k)]
     stores = any(flags) if flags else "epilogue_split" in shape.roles
     if shape.kind == "attention" or not stores:
         return 0

@@ -141,7 +141,10 @@ class Search:
             moves += self._pairs()
         if not moves:  # every step around the best measured: the near misses together, then values further away
             moves = widen.combined(self) or widen.far_singles(self)
-        return min(moves, key=lambda m: (-m.score, len(m.changes), self._jitter(m))) if moves else None
+        if not moves:
+            return None
+        first = min((-m.score, len(m.changes)) for m in moves)  # the seed's tie-break only among the moves tied first
+        return min((m for m in moves if (-m.score, len(m.changes)) == first), key=self._jitter)
 
     def _jitter(self, move: Move) -> str:
         if move.key not in self._ties:  # a point is ranked again at every pick of next_moves: hash it once
