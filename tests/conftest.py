@@ -2,7 +2,13 @@
 module a cache of its own (`pytestmark = pytest.mark.usefixtures("private_cache")`); with AVO_TEST_FAILURES=FILE
 each failure's report is appended to FILE as it happens (a run on a lent GPU may be cut by its time limit before
 pytest prints its summary). The sandboxed workers' trusted builds (avo/evaluate/trusted_cache.py) are shared by the
-whole session, whose modules otherwise each set a worker up for them in their private cache roots."""
+whole session, whose modules otherwise each set a worker up for them in their private cache roots.
+
+On a machine without an NVIDIA GPU, every process of the session, and each one it starts (evaluation workers, `avo`
+subprocesses), runs torch's and NumPy's CPU math on one thread unless the caller set otherwise: the tests' tensors
+are tiny, and the suite runs two xdist workers on two cores, each starting more processes, so OpenMP and OpenBLAS
+thread pools only spun and took the CPUs from each other (tests/evaluate/test_cheats.py: 116 -> 97 CPU-seconds on 2
+cores). A GPU machine keeps its defaults: its tests may check large outputs on the CPU."""
 
 from __future__ import annotations
 
@@ -10,7 +16,11 @@ import os
 import shutil
 import tempfile
 
-import pytest
+if not os.path.exists("/dev/nvidiactl"):  # no NVIDIA driver here; decided before torch or NumPy loads
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
+
+import pytest  # noqa: E402
 
 _TRUSTED = "AVO_TRUSTED_CACHE_DIR"
 _shared_trusted: list[str] = []
