@@ -8,7 +8,7 @@ On a machine without an NVIDIA GPU, every process of the session, and each one i
 subprocesses), runs torch's and NumPy's CPU math on one thread unless the caller set otherwise: the tests' tensors
 are tiny, and the suite runs two xdist workers on two cores, each starting more processes, so OpenMP and OpenBLAS
 thread pools only spun and took the CPUs from each other (tests/evaluate/test_cheats.py: 116 -> 97 CPU-seconds on 2
-cores). A GPU machine keeps its defaults: its tests may check large outputs on the CPU."""
+cores). A GPU machine keeps the defaults its GPU tests have always run with."""
 
 from __future__ import annotations
 

@@ -155,11 +155,6 @@ def _stages_width(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-@functools.lru_cache(maxsize=4096)
-def _tma_store_flag(name: str) -> bool:
-    return "tma_store" in name.lower()
-
-
 def as_width(shape: Shape, point: Point, width: int, stages: int) -> Point:
     """The point read as its `width`-wide tile with that width's stages."""
     bn, depth = shape.roles.get("bn"), shape.roles.get("stages")
@@ -170,7 +165,7 @@ def staging_elements(shape: Shape, point: Point) -> int:
     """Elements of the C tile staged in shared memory for a TMA store, which runs where a `tma_store` flag is on (or,
     in a kernel without such a flag, where it has an EPILOGUE_SPLIT knob): one of EPILOGUE_SPLIT slices, the whole
     tile without that knob; none otherwise."""
-    flags = [v for k, v in point.items() if isinstance(v, bool) and _tma_store_flag(k)]
+    flags = [v for k, v in point.items() if isinstance(v, bool) and "tma_store" in k.lower()]
     stores = any(flags) if flags else "epilogue_split" in shape.roles
     if shape.kind == "attention" or not stores:
         return 0

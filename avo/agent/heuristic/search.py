@@ -143,8 +143,12 @@ class Search:
             moves = widen.combined(self) or widen.far_singles(self)
         if not moves:
             return None
-        first = min((-m.score, len(m.changes)) for m in moves)  # the seed's tie-break only among the moves tied first
-        return min((m for m in moves if (-m.score, len(m.changes)) == first), key=self._jitter)
+
+        def rank(m: Move) -> tuple[float, int]:
+            return -m.score, len(m.changes)
+
+        first = min(map(rank, moves))  # the seed's tie-break (a sha256 each) only among the moves tied first
+        return min((m for m in moves if rank(m) == first), key=self._jitter)
 
     def _jitter(self, move: Move) -> str:
         if move.key not in self._ties:  # a point is ranked again at every pick of next_moves: hash it once
