@@ -139,13 +139,17 @@ __device__ __forceinline__ void fence_regs(unsigned (&d)[R]) {
 // ---- Shared-memory matrix descriptor for a tile that TMA wrote with the SWIZZLE-byte swizzle (128, 64 or 32):
 // start address, leading and stride byte offsets (all in 16-byte units), swizzle mode in bits 62-63 (1: 128 B,
 // 2: 64 B, 3: 32 B). The tile's base must be aligned to one swizzle atom: 8 rows of SWIZZLE bytes (1024 to 256).
+// Its upper half (the stride and the swizzle mode) depends on the layout alone, not on the address.
+template <int SWIZZLE = 128>
+__host__ __device__ constexpr unsigned smem_desc_hi(unsigned stride_bytes) {
+    static_assert(SWIZZLE == 128 || SWIZZLE == 64 || SWIZZLE == 32, "a 128-, 64- or 32-byte swizzle");
+    return ((stride_bytes >> 4) & 0x3FFF) | (SWIZZLE == 128 ? 1u : SWIZZLE == 64 ? 2u : 3u) << 30;
+}
 template <int SWIZZLE = 128>
 __device__ __forceinline__ unsigned long long smem_desc(const void* p, unsigned lead_bytes, unsigned stride_bytes) {
-    static_assert(SWIZZLE == 128 || SWIZZLE == 64 || SWIZZLE == 32, "a 128-, 64- or 32-byte swizzle");
     unsigned long long desc = (smem_u32(p) & 0x3FFFF) >> 4;
     desc |= static_cast<unsigned long long>((lead_bytes >> 4) & 0x3FFF) << 16;
-    desc |= static_cast<unsigned long long>((stride_bytes >> 4) & 0x3FFF) << 32;
-    desc |= (SWIZZLE == 128 ? 1ull : SWIZZLE == 64 ? 2ull : 3ull) << 62;
+    desc |= static_cast<unsigned long long>(smem_desc_hi<SWIZZLE>(stride_bytes)) << 32;
     return desc;
 }
 

@@ -336,17 +336,35 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
     return smem_desc<B_SWIZZLE>(sb + kk * 16 * B_SWIZZLE, B_BOX_BYTES, 8 * B_SWIZZLE);
 #endif
 }
+// DESC_OFFSETS = 1: a consumer makes the descriptors of the ring's first A and B tiles once and finds every other by
+// adding the operand's offset from them, in 16-byte units, to the lower half; desc_a and desc_b make each anew from
+// its address, some 20 instructions per wgmma in nvcc 13.0's SASS (masked, shifted, joined to the other fields).
+// The two give the same bits: the ring starts 1024-byte aligned, every offset (stage, sub-tile rows, K-slice, box)
+// is a multiple of 16, and smem_desc keeps an address's 18 low bits, which hold all of a block's shared memory
+// (under 256 KB), so the address field (bits 0-13, the address >> 4) grows by exactly the offset >> 4 and never
+// carries into the next. Off by default: not yet timed.
+#ifndef DESC_OFFSETS
+#define DESC_OFFSETS 0
+#endif
+constexpr unsigned A_SLICE = 32 / 16, B_SLICE = (B_K_MAJOR ? 32 : 16 * B_SWIZZLE) / 16;  // a K-slice's offsets
+// The descriptors' upper halves: the same for every tile of an operand (desc_a's and desc_b's layouts)
+constexpr unsigned A_HI = smem_desc_hi(1024), B_HI = B_K_MAJOR ? A_HI : smem_desc_hi<B_SWIZZLE>(8 * B_SWIZZLE);
+__device__ __forceinline__ unsigned long long desc_join(unsigned lo, unsigned hi) {
+    return static_cast<unsigned long long>(hi) << 32 | lo;
+}
+static_assert(STAGE_BYTES % 16 == 0 && A_BYTES % 16 == 0 && B_BOX_BYTES % 16 == 0, "offsets in 16-byte units");
 
 // One sub-tile's products for the K-slice kk of a stage: one wgmma of BLOCK_N columns, or past 256 two (the first
 // N_MAIN columns, then the rest from B's fifth 64-column box on, into the accumulators that follow: wgmma's layout
 // puts columns 8j to 8j + 7 at d[4j] to d[4j + 3], so the two halves' registers lie in the whole tile's order).
+// `db`, `db_rest`: the descriptors of the stage's B tile at the K-slice, and of its columns past N_MAIN.
+constexpr int B_REST = (N_MAIN / B_COLS) * B_BOX_BYTES;  // the offset of those columns' first box
 template <bool FP16>
-__device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, const unsigned char* sb, int kk,
-                                    int scale) {
-    mma_n<FP16>(*reinterpret_cast<float(*)[N_MAIN / 2]>(&d[0]), da, desc_b(sb, kk), scale);
+__device__ __forceinline__ void mma(float (&d)[ACC], unsigned long long da, unsigned long long db,
+                                    unsigned long long db_rest, int scale) {
+    mma_n<FP16>(*reinterpret_cast<float(*)[N_MAIN / 2]>(&d[0]), da, db, scale);
     if constexpr (N_REST > 0)
-        mma_n<FP16>(*reinterpret_cast<float(*)[N_REST > 0 ? N_REST / 2 : 1]>(&d[N_MAIN / 2]), da,
-                    desc_b(sb + (N_MAIN / B_COLS) * B_BOX_BYTES, kk), scale);
+        mma_n<FP16>(*reinterpret_cast<float(*)[N_REST > 0 ? N_REST / 2 : 1]>(&d[N_MAIN / 2]), da, db_rest, scale);
 }
 
 template <bool FP16>
@@ -679,6 +697,9 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
         regs_alloc<CONSUMER_REGS>();
         const int consumer = wg - 1, rows = WAYS > 1 ? 0 : consumer;  // rows: which WG_M rows of the tile are its
         float d[ACC_SETS][SUB_M][ACC];
+        // DESC_OFFSETS: the descriptors of the first slot's A and B tiles, every other found from them
+        const unsigned ring_a = static_cast<unsigned>(desc_a(smem, 0, 0));
+        const unsigned ring_b = static_cast<unsigned>(desc_b(smem + A_BYTES, 0));
         int stage = 0, phase = 0, writes = 0;
         unsigned phases = 0;  // WG_SPLIT_K: the parity of this consumer's next wait on each slot's barrier
         for (int i = 0; i < work.count; ++i) {
@@ -705,8 +726,17 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
 #pragma unroll
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
-                    for (int s = 0; s < SUB_M; ++s)
-                        mma<FP16>(acc[s], desc_a(sa, rows * WG_M + s * 64, kk), sb, kk, !first || kk > 0);
+                    for (int s = 0; s < SUB_M; ++s) {
+                        const int row0 = rows * WG_M + s * 64;
+                        if constexpr (DESC_OFFSETS) {
+                            const unsigned at = stage * (STAGE_BYTES / 16), b = ring_b + at + kk * B_SLICE;
+                            mma<FP16>(acc[s], desc_join(ring_a + at + row0 * 8 + kk * A_SLICE, A_HI),
+                                      desc_join(b, B_HI), desc_join(b + B_REST / 16, B_HI), !first || kk > 0);
+                        } else {
+                            mma<FP16>(acc[s], desc_a(sa, row0, kk), desc_b(sb, kk), desc_b(sb + B_REST, kk),
+                                      !first || kk > 0);
+                        }
+                    }
                 }
                 wgmma_commit();
                 if constexpr (LAG) {

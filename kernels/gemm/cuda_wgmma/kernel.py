@@ -355,6 +355,14 @@ PARTIAL_STEPS = 5  # avo: tune 3 5 8
 # part and reads every part back, as PARTIAL_STEPS was fitted: 3 partials' traffic for a tile in 2 parts, against 1
 # or 2. Timed, it loses: 5% at 256 and 200 x 10240 x 8192 in 2 parts (H100, BENCHMARKS.md): off.
 KEEP_OWN = False  # avo: tune False True
+# DESC_OFFSETS: a consumer makes its wgmma's shared-memory descriptors by adding each operand's offset (stage, rows,
+# K-slice) to those of the ring's first tiles, where each is otherwise made anew from its address (gemm.cu): the
+# same bits, found in fewer instructions. In nvcc 13.0's SASS, the instructions between one wgmma and the next of a
+# step, over the kernel: 69 against 117 for the 128 x 128 tile in two sets (256 x 8192 x 8192's), 52 against 84 for
+# 128 x 320, 26 against 41 for the few-token 64 x 128 (tests/kernels/test_gemm_desc_offsets.py, BENCHMARKS.md). At
+# 256 x 8192 x 8192 the kernel's issue slots were busy 28% of the time against cuBLAS's 10%, its warps stalled on
+# fixed-latency dependencies and dispatch (an H100's ncu). Not yet timed: off.
+DESC_OFFSETS = False  # avo: tune False True
 
 SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
@@ -401,6 +409,8 @@ class _Build:
             self.defines["RED_ROUNDS"] = red_rounds
         if KEEP_OWN:
             self.defines["KEEP_OWN"] = 1
+        if DESC_OFFSETS:
+            self.defines["DESC_OFFSETS"] = 1
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
