@@ -40,6 +40,19 @@ def test_the_seed_makes_each_descriptor_anew_and_the_knob_reaches_every_build(tm
     assert len({b.block_n for b in _builds(g)}) >= 5  # 64, 128, 192, 256, 320
 
 
+def test_the_heuristic_agent_expects_nothing_of_it_until_it_is_measured():
+    from avo.agent.heuristic.knobs import parse_knobs, point_of
+    from avo.agent.heuristic.rules import Shape, fixed_roles, roles
+    from avo.agent.heuristic.speed import estimate
+
+    text = (SEED / "kernel.py").read_text()
+    knobs = parse_knobs(text)
+    shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
+    seed = point_of(knobs)
+    guess = estimate(shape, seed, dict(seed, DESC_OFFSETS=True), None)
+    assert guess.gain == 0 and guess.reason == "no rule predicts this one: measure it", guess
+
+
 @needs.nvcc
 def test_the_builds_holding_the_most_accumulators_compile_without_spills_finding_descriptors_by_offset(tmp_path):
     folder, gemm = offsets(tmp_path)
