@@ -57,10 +57,9 @@ def test_the_heuristic_agent_expects_nothing_of_it_until_it_is_measured():
 def test_the_builds_holding_the_most_accumulators_compile_without_spills_finding_descriptors_by_offset(tmp_path):
     folder, gemm = offsets(tmp_path)
     g = gemm.__globals__
-    # 160 and 128 fp32 accumulators a thread (the short 64 x 320 tile on two consumers, 256 wide), and the 320-wide
-    # tiles' twins reading an [N, K] B; the 128 x 320 tile, 128 x 128 in two sets and the few-token tile compile in
-    # the next test
-    builds = [g["_SHORT"], g["_LARGE"][256]]
+    # 160 and 128 fp32 accumulators a thread (the 320-wide tiles, 256 wide), and the 320-wide tiles' twins reading
+    # an [N, K] B (128 x 128 in two sets compiles in the next test)
+    builds = [g["_LARGE"][320], g["_SHORT"], g["_LARGE"][256]]
     flags = [b.module.build for b in builds] + [b.k_major().build for b in (g["_LARGE"][320], g["_SHORT"])]
     assert all("-DDESC_OFFSETS=1" in f.flags for f in flags)
     check_compiles_without_spills(folder, flags)
@@ -84,9 +83,9 @@ def _between_wgmma(cubin: Path) -> int:
     return total
 
 
-# The 128 x 128 tile with two accumulator sets (256 x 8192 x 8192), the few-token 64 x 128 on two consumers, and the
-# 320-wide tile (two wgmma per K-slice)
-COMPARED = [(256, 8192, 8192), (64, 10240, 8192), (1024, 10240, 8192)]
+# The 128 x 128 tile with two accumulator sets, where the profile found the instructions (256 x 8192 x 8192); the
+# counts of every build are in BENCHMARKS.md
+COMPARED = [(256, 8192, 8192)]
 
 
 @needs.nvcc
