@@ -346,6 +346,9 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
 #ifndef DESC_OFFSETS
 #define DESC_OFFSETS 0
 #endif
+#ifndef UNIFORM_WG
+#define UNIFORM_WG 0
+#endif
 constexpr unsigned A_SLICE = 32 / 16, B_SLICE = (B_K_MAJOR ? 32 : 16 * B_SWIZZLE) / 16;  // a K-slice's offsets
 // The descriptors' upper halves: the same for every tile of an operand (desc_a's and desc_b's layouts)
 constexpr unsigned A_HI = smem_desc_hi(1024), B_HI = B_K_MAJOR ? A_HI : smem_desc_hi<B_SWIZZLE>(8 * B_SWIZZLE);
@@ -580,7 +583,11 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     unsigned long long* empty = full + STAGES * WAYS;
     int* flags = reinterpret_cast<int*>(empty + STAGES);  // per consumer: "this unit completed its tile"
 
-    const int wg = threadIdx.x / 128;
+    // UNIFORM_WG = 1: the warpgroup's index read from lane 0, which the compiler then knows is the same in every
+    // lane of a warp (threadIdx.x / 128 is, but it does not see it): it keeps the consumers' loop counters, stages
+    // and descriptors in uniform registers, which wgmma reads its descriptors from, where otherwise each wgmma's
+    // are moved there from ordinary ones (R2UR). Off by default: not yet timed.
+    const int wg = UNIFORM_WG ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
     // the block's row and column in its cluster (with one column, its rank and 0, as the compiler can see)
     const int rank_m = CLUSTER_N == 1 ? rank : rank % CLUSTER_M, rank_n = CLUSTER_N == 1 ? 0 : rank / CLUSTER_M;

@@ -363,6 +363,10 @@ KEEP_OWN = False  # avo: tune False True
 # 256 x 8192 x 8192 the kernel's issue slots were busy 28% of the time against cuBLAS's 10%, its warps stalled on
 # fixed-latency dependencies and dispatch (an H100's ncu). Not yet timed: off.
 DESC_OFFSETS = False  # avo: tune False True
+# UNIFORM_WG: the warpgroup's index read as one value for all of a warp's lanes (gemm.cu), so that the compiler keeps
+# the consumers' loop state and descriptors in uniform registers, which wgmma reads its descriptors from. With
+# DESC_OFFSETS, 128 x 128's instructions between a step's wgmma go from 117 to 48 (BENCHMARKS.md). Not yet timed: off.
+UNIFORM_WG = False  # avo: tune False True
 
 SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
@@ -411,6 +415,8 @@ class _Build:
             self.defines["KEEP_OWN"] = 1
         if DESC_OFFSETS:
             self.defines["DESC_OFFSETS"] = 1
+        if UNIFORM_WG:
+            self.defines["UNIFORM_WG"] = 1
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
         self.rate = rate  # its products per unit of time against a 128 x 256 tile's at equal fill (plan()'s estimate)
