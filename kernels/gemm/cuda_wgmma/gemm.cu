@@ -71,6 +71,10 @@
 //     panel) go to `lanes` blocks with the same run, one row each, so those blocks walk the same K offsets together
 //     and B comes from DRAM once, the other rows reading it from L2 (with one block per tile, the rows sharing a
 //     panel were whole runs apart in K and B came from DRAM once per row).
+//   - DESC_OFFSETS = 1 and UNIFORM_WG = 1 (off, not yet timed): a consumer finds each wgmma's shared-memory
+//     descriptors by adding offsets to those of the ring's first tiles, and reads its warpgroup's index as
+//     warp-uniform, so that nvcc keeps its loop state and descriptors in uniform registers: between a step's wgmma
+//     of the 128 x 128 tile 48 instructions in all against 117 (BENCHMARKS.md; see desc_a below and gemm_body).
 //   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
 //     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
 //     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
