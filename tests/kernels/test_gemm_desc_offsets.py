@@ -14,7 +14,7 @@ import needs
 import pytest
 import torch
 from test_gemm_epilogue_rounds import seed_with
-from test_gemm_splitk import SEED, SHAPES, arrivals_reset, check_compiles_without_spills, check_repeatable
+from test_gemm_splitk import SEED, SHAPES, check_compiles_without_spills, check_same_bits
 
 from avo.evaluate.worker.loader import load_entry
 
@@ -111,13 +111,5 @@ def test_each_leaves_fewer_instructions_between_a_steps_wgmma(tmp_path):
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_each_gives_the_same_bits_for_every_configuration(name, dtype, tmp_path):
     needs.module("cupy")
-    on, off = variant(tmp_path, name)[1], load_entry(SEED, "gemm")
-    for m, n, k in SHAPES:
-        check_repeatable(on, (m, n, k), dtype, (m, n, k), repeats=2)
-        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-        b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-        assert torch.equal(on(a, b), off(a, b)), f"{name} {(m, n, k)}: other bits than with it off"
-        weight = torch.randn((n, k), generator=gen, device="cuda", dtype=dtype)  # read as [N, K] in place
-        assert torch.equal(on(a, weight.t()), off(a, weight.t())), f"{name} {(m, n, k)}: [N, K] B, other bits"
-    assert arrivals_reset(on), "arrival counters left set"
+    check_same_bits(variant(tmp_path, name)[1], load_entry(SEED, "gemm"), SHAPES, dtype, f"with {name} off",
+                    repeats=2, k_major=True)

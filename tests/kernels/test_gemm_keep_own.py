@@ -9,8 +9,7 @@ from __future__ import annotations
 import needs
 import pytest
 import torch
-from test_gemm_splitk import (H200_SMS, SEED, arrivals_reset, check_compiles_without_spills, check_repeatable,
-                              work)
+from test_gemm_splitk import H200_SMS, SEED, check_compiles_without_spills, check_same_bits, work
 from test_gemm_epilogue_rounds import seed_with
 
 from avo.evaluate.worker.loader import load_entry
@@ -58,11 +57,4 @@ def test_the_widest_builds_keeping_their_own_part_compile_without_spills(tmp_pat
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_keeping_its_own_part_gives_the_same_bits_call_after_call(dtype, tmp_path):
     needs.module("cupy")
-    kept, plain = keeping(tmp_path)[1], load_entry(SEED, "gemm")
-    for m, n, k in SHAPES:
-        check_repeatable(kept, (m, n, k), dtype, (m, n, k), repeats=3)
-        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
-        b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
-        assert torch.equal(kept(a, b), plain(a, b)), f"{(m, n, k)}: other bits than without KEEP_OWN"
-    assert arrivals_reset(kept), "arrival counters left set"
+    check_same_bits(keeping(tmp_path)[1], load_entry(SEED, "gemm"), SHAPES, dtype, "without KEEP_OWN")

@@ -74,6 +74,23 @@ def check_repeatable(gemm, shape: tuple[int, int, int], dtype, label, repeats: i
         assert torch.equal(gemm(a, b), first), f"{label}: a repeated call gave other bits"
 
 
+def check_same_bits(changed, plain, shapes, dtype, label: str, repeats: int = 3, k_major: bool = False) -> None:
+    """On a GPU: a variant of the seed (`changed`) is correct and bitwise repeatable at each of `shapes`
+    (check_repeatable), gives the seed's own (`plain`) bits there, with k_major also for B given as an [N, K]
+    weight's transpose (read in place), and leaves every split tile's arrival counter at zero."""
+    for m, n, k in shapes:
+        check_repeatable(changed, (m, n, k), dtype, (m, n, k), repeats=repeats)
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=dtype)
+        b = torch.randn((k, n), generator=gen, device="cuda", dtype=dtype)
+        assert torch.equal(changed(a, b), plain(a, b)), f"{(m, n, k)}: other bits than {label}"
+        if k_major:
+            weight = torch.randn((n, k), generator=gen, device="cuda", dtype=dtype)
+            assert torch.equal(changed(a, weight.t()), plain(a, weight.t())), \
+                f"{(m, n, k)}: [N, K] B, other bits than {label}"
+    assert arrivals_reset(changed), "arrival counters left set"
+
+
 def check_reads_weight_in_place(gemm, shapes, label="") -> None:
     """On a GPU: B given as nn.Linear's weight.t() (read K-major in place) gives the row-major B's bits."""
     for m, n, k in shapes:
