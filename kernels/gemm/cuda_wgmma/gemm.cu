@@ -341,23 +341,25 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
 #endif
 }
 // DESC_OFFSETS = 1: a consumer makes the descriptors of the ring's first A and B tiles once and finds every other by
-// adding the operand's offset from them, in 16-byte units, to the lower half; desc_a and desc_b make each anew from
-// its address, some 20 instructions per wgmma in nvcc 13.0's SASS (masked, shifted, joined to the other fields).
-// The two give the same bits: the ring starts 1024-byte aligned, every offset (stage, sub-tile rows, K-slice, box)
-// is a multiple of 16, and smem_desc keeps an address's 18 low bits, which hold all of a block's shared memory
-// (under 256 KB), so the address field (bits 0-13, the address >> 4) grows by exactly the offset >> 4 and never
-// carries into the next. Off by default: not yet timed.
+// adding the operand's offset from them, in 16-byte units, to the lower half (desc_at); desc_a and desc_b make each
+// anew from its address, some 20 instructions per wgmma in nvcc 13.0's SASS (masked, shifted, joined to the other
+// fields). The two give the same bits: the ring starts 1024-byte aligned, every offset (stage, sub-tile rows,
+// K-slice, box) is a multiple of 16, and smem_desc keeps an address's 18 low bits, which hold all of a block's
+// shared memory (under 256 KB), so the address field (bits 0-13, the address >> 4) grows by exactly the offset >> 4
+// and never carries into the next. Off by default: not yet timed.
 #ifndef DESC_OFFSETS
 #define DESC_OFFSETS 0
 #endif
 #ifndef UNIFORM_WG
 #define UNIFORM_WG 0
 #endif
-constexpr unsigned A_SLICE = 32 / 16, B_SLICE = (B_K_MAJOR ? 32 : 16 * B_SWIZZLE) / 16;  // a K-slice's offsets
-// The descriptors' upper halves: the same for every tile of an operand (desc_a's and desc_b's layouts)
+// desc_a's and desc_b's K-slice offsets, in 16-byte units, and their upper halves (the same for every tile of an
+// operand: its layout's)
+constexpr int A_SLICE = 32 / 16, B_SLICE = (B_K_MAJOR ? 32 : 16 * B_SWIZZLE) / 16;
 constexpr unsigned A_HI = smem_desc_hi(1024), B_HI = B_K_MAJOR ? A_HI : smem_desc_hi<B_SWIZZLE>(8 * B_SWIZZLE);
-__device__ __forceinline__ unsigned long long desc_join(unsigned lo, unsigned hi) {
-    return static_cast<unsigned long long>(hi) << 32 | lo;
+// The descriptor of the operand `units` 16-byte units past the tile whose descriptor's lower half is `lo`
+__device__ __forceinline__ unsigned long long desc_at(unsigned lo, unsigned hi, int units) {
+    return static_cast<unsigned long long>(hi) << 32 | (lo + units);
 }
 static_assert(STAGE_BYTES % 16 == 0 && A_BYTES % 16 == 0 && B_BOX_BYTES % 16 == 0, "offsets in 16-byte units");
 
@@ -738,15 +740,13 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
                 for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
 #pragma unroll
                     for (int s = 0; s < SUB_M; ++s) {
-                        const int row0 = rows * WG_M + s * 64;
-                        if constexpr (DESC_OFFSETS) {
-                            const unsigned at = stage * (STAGE_BYTES / 16), b = ring_b + at + kk * B_SLICE;
-                            mma<FP16>(acc[s], desc_join(ring_a + at + row0 * 8 + kk * A_SLICE, A_HI),
-                                      desc_join(b, B_HI), desc_join(b + B_REST / 16, B_HI), !first || kk > 0);
-                        } else {
-                            mma<FP16>(acc[s], desc_a(sa, row0, kk), desc_b(sb, kk), desc_b(sb + B_REST, kk),
-                                      !first || kk > 0);
-                        }
+                        const int row0 = rows * WG_M + s * 64, at = stage * (STAGE_BYTES / 16), b = at + kk * B_SLICE;
+                        const unsigned long long da = DESC_OFFSETS ? desc_at(ring_a, A_HI, at + row0 * 8 + kk * A_SLICE)
+                                                                   : desc_a(sa, row0, kk);
+                        const unsigned long long db = DESC_OFFSETS ? desc_at(ring_b, B_HI, b) : desc_b(sb, kk);
+                        const unsigned long long db_rest = DESC_OFFSETS ? desc_at(ring_b, B_HI, b + B_REST / 16)
+                                                                        : desc_b(sb + B_REST, kk);
+                        mma<FP16>(acc[s], da, db, db_rest, !first || kk > 0);
                     }
                 }
                 wgmma_commit();
