@@ -1,10 +1,11 @@
-"""gemm/cuda_wgmma's DESC_OFFSETS and UNIFORM_WG, both off in the seed. With DESC_OFFSETS a consumer finds each
-wgmma's shared-memory descriptors by adding the operand's offset to those of the ring's first tiles, where it
-otherwise makes each anew from its address; with UNIFORM_WG the warpgroup's index is read as warp-uniform, so the
-compiler keeps the consumers' loop state and descriptors in uniform registers. On the CPU each reaches every build,
-the builds holding the most accumulators compile for Hopper without spills with both on, and nvcc's SASS has fewer
-instructions between the wgmma of one step with each; on a GPU every configuration the wrapper can choose gives the
-bits it gives with them off, call after call, B row-major or read as [N, K]."""
+"""gemm/cuda_wgmma's DESC_OFFSETS and UNIFORM_WG, on in the seed but in its 128 x 320 tile (DESC_WIDE off). With
+DESC_OFFSETS a consumer finds each wgmma's shared-memory descriptors by adding the operand's offset to those of the
+ring's first tiles, where it otherwise makes each anew from its address; with UNIFORM_WG the warpgroup's index is read
+as warp-uniform, so the compiler keeps the consumers' loop state and descriptors in uniform registers. On the CPU the
+seed has them where it says, each reaches every build, the builds holding the most accumulators compile for Hopper
+without spills with both on, and nvcc's SASS has fewer instructions between the wgmma of one step with each; on a GPU
+every configuration the wrapper can choose gives the bits it gives with them off, call after call, B row-major or
+read as [N, K]: with each, with both, and as shipped."""
 
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ from test_gemm_splitk import SEED, SHAPES, check_compiles_without_spills, check_
 from avo.evaluate.worker.loader import load_entry
 
 KNOBS = ("DESC_OFFSETS", "UNIFORM_WG")
-VARIANTS = {"desc": {"DESC_OFFSETS": True}, "uniform": {"UNIFORM_WG": True},
-            "both": {"DESC_OFFSETS": True, "UNIFORM_WG": True}}
+OFF = {"DESC_OFFSETS": False, "UNIFORM_WG": False}
+VARIANTS = {"desc": {"DESC_OFFSETS": True, "UNIFORM_WG": False, "DESC_WIDE": True},
+            "uniform": {"DESC_OFFSETS": False, "UNIFORM_WG": True, "DESC_WIDE": True},
+            "both": {"DESC_OFFSETS": True, "UNIFORM_WG": True, "DESC_WIDE": True},
+            "shipped": {}}
 
 
 def variant(tmp_path, name: str):
-    """The seed with VARIANTS[name] on, in a folder of its own: (folder, its gemm)."""
-    return seed_with(tmp_path, VARIANTS[name], name)
+    """The seed with VARIANTS[name] (or OFF, name "off"), in a folder of its own: (folder, its gemm)."""
+    return seed_with(tmp_path, OFF if name == "off" else VARIANTS[name], name)
 
 
 def _builds(g) -> list:
@@ -35,13 +39,21 @@ def _builds(g) -> list:
     return [b for b in builds if b is not None]
 
 
-def test_the_seed_has_both_off_and_each_knob_reaches_every_build(tmp_path):
+def _wide(build) -> bool:
+    return (build.block_m, build.block_n) == (128, 320)
+
+
+def test_the_seed_has_both_on_but_in_the_128_x_320_tile_and_each_knob_reaches_every_build(tmp_path):
     shipped = load_entry(SEED, "gemm").__globals__
-    assert not any(shipped[k] for k in KNOBS)
-    assert not any(k in b.defines for b in _builds(shipped) for k in KNOBS)
+    assert all(shipped[k] for k in KNOBS) and not shipped["DESC_WIDE"]
+    assert any(_wide(b) for b in _builds(shipped))
+    for b in _builds(shipped):
+        assert all((k in b.defines) != _wide(b) for k in KNOBS), (b.block_m, b.block_n, b.defines)
+    assert not any(k in b.defines for b in _builds(variant(tmp_path, "off")[1].__globals__) for k in KNOBS)
     for name in ("desc", "uniform"):
         g = variant(tmp_path, name)[1].__globals__
-        (knob,), (other,) = VARIANTS[name], set(KNOBS) - set(VARIANTS[name])
+        (knob,) = [k for k in KNOBS if VARIANTS[name][k]]
+        (other,) = set(KNOBS) - {knob}
         assert all(b.defines[knob] == 1 and other not in b.defines for b in _builds(g)), name
         assert len({b.block_n for b in _builds(g)}) >= 5  # 64, 128, 192, 256, 320
 
@@ -55,8 +67,8 @@ def test_the_heuristic_agent_expects_nothing_of_them_until_they_are_measured():
     knobs = parse_knobs(text)
     shape = Shape(kind="gemm", roles=roles(knobs), fixed=fixed_roles(text, knobs))
     seed = point_of(knobs)
-    for knob in KNOBS:
-        guess = estimate(shape, seed, dict(seed, **{knob: True}), None)
+    for knob in (*KNOBS, "DESC_WIDE"):
+        guess = estimate(shape, seed, dict(seed, **{knob: not seed[knob]}), None)
         assert guess.gain == 0 and guess.reason == "no rule predicts this one: measure it", (knob, guess)
 
 
@@ -96,7 +108,7 @@ def test_each_leaves_fewer_instructions_between_a_steps_wgmma(tmp_path):
     counts of every build are in BENCHMARKS.md. Each build compiles without spills."""
     counts = {}
     for name in ("off", "desc", "both"):
-        folder, gemm = seed_with(tmp_path, VARIANTS.get(name, {}), name)
+        folder, gemm = variant(tmp_path, name)
         build = gemm.__globals__["plan"](256, 8192, 8192, 132).build
         cubins = tmp_path / f"cubins-{name}"
         cubins.mkdir()
@@ -111,5 +123,5 @@ def test_each_leaves_fewer_instructions_between_a_steps_wgmma(tmp_path):
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_each_gives_the_same_bits_for_every_configuration(name, dtype, tmp_path):
     needs.module("cupy")
-    check_same_bits(variant(tmp_path, name)[1], load_entry(SEED, "gemm"), SHAPES, dtype, f"with {name} off",
+    check_same_bits(variant(tmp_path, name)[1], variant(tmp_path, "off")[1], SHAPES, dtype, "with both off",
                     repeats=2, k_major=True)

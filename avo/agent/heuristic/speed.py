@@ -19,11 +19,12 @@ from avo.agent.heuristic.rules import Facts, Shape, accumulator_registers, tile,
 _FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.02), ("skip_idle", 0.92), ("whole_heads", 1.02),
                 ("overlap", 1.08), ("pingpong", 1.03), ("causal_dynamic", 1.03), ("o_tma", 1.03), ("stream_k", 1.02),
                 ("tma_store", 1.06), ("mma_lag", 1.01), ("flatten", 1.01), ("tma", 1.08), ("desc_offsets", 1.0),
-                ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04), ("warp_spec", 1.03),
-                ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02), ("swizzle", 1.02))
+                ("desc_wide", 1.0), ("desc", 1.08), ("exp2", 1.05), ("persist", 1.04), ("mask_split", 1.04),
+                ("warp_spec", 1.03), ("causal_split", 1.03), ("fma", 1.02), ("heavy_first", 1.02), ("split", 1.02),
+                ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins). "desc" reads
-as a TMA descriptor's flag; gemm/cuda_wgmma's DESC_OFFSETS (wgmma's descriptors found by offset, not yet timed) has no
-prior."""
+as a TMA descriptor's flag; gemm/cuda_wgmma's DESC_OFFSETS (wgmma's descriptors found by offset) and DESC_WIDE
+(the same for its 128 x 320 tile) have none: the first gained on most tiles and lost on that one (BENCHMARKS.md)."""
 _FLAG_WHY = {  # first matching substring wins, so the longer names come first
     "pack_gqa": "the query heads of one KV head run as one sequence of rows: no partial tile at each head's end, "
                 "and every tile's K and V serve all its rows (non-causal)",

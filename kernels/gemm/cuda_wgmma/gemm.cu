@@ -71,10 +71,11 @@
 //     panel) go to `lanes` blocks with the same run, one row each, so those blocks walk the same K offsets together
 //     and B comes from DRAM once, the other rows reading it from L2 (with one block per tile, the rows sharing a
 //     panel were whole runs apart in K and B came from DRAM once per row).
-//   - DESC_OFFSETS = 1 and UNIFORM_WG = 1 (off, not yet timed): a consumer finds each wgmma's shared-memory
-//     descriptors by adding offsets to those of the ring's first tiles, and reads its warpgroup's index as
-//     warp-uniform, so that nvcc keeps its loop state and descriptors in uniform registers: between a step's wgmma
-//     of the 128 x 128 tile 48 instructions in all against 117 (BENCHMARKS.md; see desc_a below and gemm_body).
+//   - DESC_OFFSETS = 1 and UNIFORM_WG = 1 (kernel.py sets both but on the 128 x 320 tile, where they lost): a
+//     consumer finds each wgmma's shared-memory descriptors by adding offsets to those of the ring's first tiles,
+//     and reads its warpgroup's index as warp-uniform, so that nvcc keeps its loop state and descriptors in uniform
+//     registers: between a step's wgmma of the 128 x 128 tile 48 instructions in all against 117 (BENCHMARKS.md;
+//     see desc_a below and gemm_body).
 //   - B_K_MAJOR = 1 builds the twin that reads B given as [N, K] rows (the transpose of a contiguous tensor:
 //     nn.Linear's weight.t()) in place: TMA loads 64-row boxes of its N x K rows, laid out in shared memory as A's
 //     are, and wgmma reads them K-major (no transpose bit), so no copy of the weight is made.
@@ -346,7 +347,7 @@ __device__ __forceinline__ unsigned long long desc_b(const unsigned char* sb, in
 // fields). The two give the same bits: the ring starts 1024-byte aligned, every offset (stage, sub-tile rows,
 // K-slice, box) is a multiple of 16, and smem_desc keeps an address's 18 low bits, which hold all of a block's
 // shared memory (under 256 KB), so the address field (bits 0-13, the address >> 4) grows by exactly the offset >> 4
-// and never carries into the next. Off by default: not yet timed.
+// and never carries into the next. Off unless kernel.py sets it (it does, but on the 128 x 320 tile).
 #ifndef DESC_OFFSETS
 #define DESC_OFFSETS 0
 #endif
@@ -592,7 +593,7 @@ __device__ __forceinline__ void gemm_body(const TensorMap* map_a, const TensorMa
     // UNIFORM_WG = 1: the warpgroup's index read from lane 0, which the compiler then knows is the same in every
     // lane of a warp (threadIdx.x / 128 is, but it does not see it): it keeps the consumers' loop counters, stages
     // and descriptors in uniform registers, which wgmma reads its descriptors from, where otherwise each wgmma's
-    // are moved there from ordinary ones (R2UR). Off by default: not yet timed.
+    // are moved there from ordinary ones (R2UR). Off unless kernel.py sets it (it does, but on the 128 x 320 tile).
     const int wg = UNIFORM_WG ? __shfl_sync(0xffffffffu, threadIdx.x / 128, 0) : threadIdx.x / 128;
     const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
     // the block's row and column in its cluster (with one column, its rank and 0, as the compiler can see)

@@ -361,12 +361,18 @@ KEEP_OWN = False  # avo: tune False True
 # step, over the kernel: 69 against 117 for the 128 x 128 tile in two sets (256 x 8192 x 8192's), 52 against 84 for
 # 128 x 320, 26 against 41 for the few-token 64 x 128 (tests/kernels/test_gemm_desc_offsets.py, BENCHMARKS.md). At
 # 256 x 8192 x 8192 the kernel's issue slots were busy 28% of the time against cuBLAS's 10%, its warps stalled on
-# fixed-latency dependencies and dispatch (an H100's ncu). Not yet timed: off.
-DESC_OFFSETS = False  # avo: tune False True
+# fixed-latency dependencies and dispatch (an H100's ncu). Timed with UNIFORM_WG on an H100 (BENCHMARKS.md), in one
+# run: the wide suite 1.016x cuBLAS against 1.012x with both off, bench 1.018x against 1.009x; on.
+DESC_OFFSETS = True  # avo: tune False True
 # UNIFORM_WG: the warpgroup's index read as one value for all of a warp's lanes (gemm.cu), so that the compiler keeps
 # the consumers' loop state and descriptors in uniform registers, which wgmma reads its descriptors from. With
-# DESC_OFFSETS, 128 x 128's instructions between a step's wgmma go from 117 to 48 (BENCHMARKS.md). Not yet timed: off.
-UNIFORM_WG = False  # avo: tune False True
+# DESC_OFFSETS, 128 x 128's instructions between a step's wgmma go from 117 to 48 (BENCHMARKS.md). Of the two it
+# gained more: 256 x 8192 x 28672 went 0.998x -> 1.005x with DESC_OFFSETS alone, 1.011x with this alone (H100): on.
+UNIFORM_WG = True  # avo: tune False True
+# DESC_WIDE: whether the 128 x 320 tile takes DESC_OFFSETS and UNIFORM_WG as well. Timed on an H100, it lost with
+# them: 0.970x cuBLAS against 1.014x at 1024 x 10240 x 8192, 0.913x against 1.008x at 512 x 10240 x 8192, and more
+# with either alone, where every other tile gained (BENCHMARKS.md): off.
+DESC_WIDE = False  # avo: tune False True
 
 SMEM_BYTES = 227 * 1024  # shared memory a block may opt in to on Hopper
 BLOCK_K = 64  # one 128-byte swizzle row of 16-bit elements (fixed in gemm.cu)
@@ -413,9 +419,10 @@ class _Build:
             self.defines["RED_ROUNDS"] = red_rounds
         if KEEP_OWN:
             self.defines["KEEP_OWN"] = 1
-        if DESC_OFFSETS:
+        descs = DESC_WIDE or (block_m, block_n) != (128, 320)
+        if DESC_OFFSETS and descs:
             self.defines["DESC_OFFSETS"] = 1
-        if UNIFORM_WG:
+        if UNIFORM_WG and descs:
             self.defines["UNIFORM_WG"] = 1
         if acc_sets > 1 and block_m // self.storers * block_n // 128 * acc_sets <= 160:  # room for the sets
             self.defines["ACC_SETS"] = acc_sets
