@@ -1,11 +1,11 @@
 """gemm/cuda_wgmma's DESC_OFFSETS and UNIFORM_WG, on in the seed but in its 128 x 320 tile (DESC_WIDE off). With
 DESC_OFFSETS a consumer finds each wgmma's shared-memory descriptors by adding the operand's offset to those of the
-ring's first tiles, where it otherwise makes each anew from its address; with UNIFORM_WG the warpgroup's index is read
-as warp-uniform, so the compiler keeps the consumers' loop state and descriptors in uniform registers. On the CPU the
-seed has them where it says, each reaches every build, the builds holding the most accumulators compile for Hopper
-without spills with both on, and nvcc's SASS has fewer instructions between the wgmma of one step with each; on a GPU
-every configuration the wrapper can choose gives the bits it gives with them off, call after call, B row-major or
-read as [N, K]: with each, with both, and as shipped."""
+ring's first tiles, where it otherwise makes each anew from its address; with UNIFORM_WG the warpgroup's index is
+read as warp-uniform, so the compiler keeps the consumers' loop state and descriptors in uniform registers. On the
+CPU the seed has them where it says, each reaches every build, the builds holding the most accumulators compile for
+Hopper without spills with both on, and nvcc's SASS has fewer instructions between the wgmma of one step with
+DESC_OFFSETS and fewer still with both; on a GPU every configuration the wrapper can choose gives the bits it gives
+with them off, call after call, B row-major or read as [N, K]: with each, with both, and as shipped."""
 
 from __future__ import annotations
 

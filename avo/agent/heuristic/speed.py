@@ -24,7 +24,8 @@ _FLAG_PRIORS = (("pack_gqa", 1.02), ("align_end", 1.02), ("skip_idle", 0.92), ("
                 ("swizzle", 1.02))
 """Expected speed factor of a structural flag switched on, by a substring of its name (first match wins). "desc" reads
 as a TMA descriptor's flag; gemm/cuda_wgmma's DESC_OFFSETS (wgmma's descriptors found by offset) and DESC_WIDE
-(the same for its 128 x 320 tile) have none: the first gained on most tiles and lost on that one (BENCHMARKS.md)."""
+(the same for its 128 x 320 tile) have none: with UNIFORM_WG it gained on every tile but that one, where it lost
+(BENCHMARKS.md)."""
 _FLAG_WHY = {  # first matching substring wins, so the longer names come first
     "pack_gqa": "the query heads of one KV head run as one sequence of rows: no partial tile at each head's end, "
                 "and every tile's K and V serve all its rows (non-causal)",
